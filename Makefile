@@ -1,0 +1,44 @@
+# The targets are exactly what CI runs (.ci/run calls `make test`).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DATA ?= ./claimgraph-data
+PYTEST_ARGS ?=
+
+.PHONY: help install demo test lint typecheck check bench clean
+
+help:
+	@echo "make demo       the main job: the first article's world on the embedded runtime"
+	@echo "make test       every test (lint and types included)"
+	@echo "make bench      benchmarks, written to BENCHMARKS.md"
+	@echo "make lint       ruff check + ruff format --check"
+	@echo "make typecheck  mypy --strict on the package"
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,kafka]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/claimgraph demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check claimgraph tests tools
+	$(BIN)/ruff format --check claimgraph tests tools
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+test: $(STAMP) lint typecheck
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python tools/bench.py --out BENCHMARKS.md
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench-data test-artifacts

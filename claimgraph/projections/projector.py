@@ -1,0 +1,165 @@
+"""The projector: fold decisions into the versioned RocksDB projection.
+
+For each decision at version ``v`` it asks the shared fold (:meth:`GraphState.evolve`) what
+changed and writes one new row per changed entity at ``v``, plus history rows, into a write
+batch that also carries the applied offset — data and position land together, so a projector
+killed at any point restarts exactly after the last batch it wrote.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+from rocksdict import Rdict, WriteBatch, WriteOptions
+
+from ..fold import SEP, STATUS_NAMES, Changes, GraphState
+from ..logs.embedded import open_rdict
+from ..model import Decision
+from . import rows
+from .rows import ADJ, CLAIM, CONFLICT, EDGE, META, SCHEMA, SLOT, dumps, entity_key, history_key
+
+__all__ = ["ProjectionStore", "Projector", "adjacency_entity", "claim_row", "conflict_row"]
+
+_U64 = struct.Struct(">Q")
+_APPLIED = META + b"applied"
+_GRAPH = META + b"graph"
+
+
+def adjacency_entity(node_type: str, node_id: str, direction: str, edge_type: str,
+                     other_type: str, other_id: str) -> str:
+    return SEP.join((node_type, node_id, direction, edge_type, other_type, other_id))
+
+
+def claim_row(record: dict[str, Any], status: int, version: int) -> dict[str, Any]:
+    row = dict(record)
+    row["status"] = STATUS_NAMES[status]
+    row["since"] = version
+    return row
+
+
+def conflict_row(state: GraphState, conflict_id: str) -> dict[str, Any]:
+    c = state.conflicts[conflict_id]
+    return {
+        "conflict_id": c.conflict_id,
+        "edge_type": c.edge_type,
+        "opened_at": c.opened_at,
+        "closed_at": c.closed_at,
+        "open": c.open,
+        "outcome": c.outcome,
+        "claims": list(c.claims),
+        "members": list(c.members),
+        "slots": list(c.slots),
+        "blocked_reads": c.blocked_reads,
+    }
+
+
+class ProjectionStore:
+    """A projection database: versioned rows plus the applied offset."""
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        self.path = path
+        self.db: Rdict = open_rdict(path, create=create)
+        self._wo = WriteOptions()
+        self._wo.sync = False  # the logs are the durable truth; a lost tail is re-projected
+
+    def applied(self) -> int:
+        v = self.db.get(_APPLIED)
+        return int(_U64.unpack(v)[0]) - 1 if v is not None else -1
+
+    def write(self, wb: WriteBatch) -> None:
+        self.db.write(wb, self._wo)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class Projector:
+    """Writes the rows of each folded decision into a :class:`ProjectionStore`."""
+
+    def __init__(self, store: ProjectionStore, state: GraphState) -> None:
+        self.store = store
+        self.state = state
+        self._wb = WriteBatch(raw_mode=True)
+        self._pending = 0
+        self._claim_records: dict[str, dict[str, Any]] = {}
+
+    @property
+    def applied(self) -> int:
+        return self.store.applied()
+
+    def stage(self, version: int, d: Decision, ch: Changes) -> None:
+        """Stage the rows for one decision (already folded into ``self.state``)."""
+        wb = self._wb
+        st = self.state
+        if ch.new_claim is not None:
+            self._claim_records[ch.new_claim["claim_id"]] = dict(ch.new_claim)
+        for claim_id, status in ch.claims:
+            record = self._claim_records.get(claim_id)
+            if record is None:
+                record = self._load_claim(claim_id)
+            wb.put(entity_key(CLAIM, claim_id, version), dumps(claim_row(record, status, version)))
+        for key in ch.edges:
+            state, conflict, visible = st.edge_own(key)
+            value = dumps([state, conflict, visible])
+            wb.put(entity_key(EDGE, key, version), value)
+            t, s_type, s_id, o_type, o_id = key.split(SEP)
+            wb.put(entity_key(ADJ, adjacency_entity(s_type, s_id, "out", t, o_type, o_id),
+                              version), value)
+            wb.put(entity_key(ADJ, adjacency_entity(o_type, o_id, "in", t, s_type, s_id),
+                              version), value)
+            wb.put(history_key(key, version), dumps(_history_entry(d, key, ch, st)))
+        for s in ch.slots:
+            wb.put(entity_key(SLOT, s, version), dumps(st.slot_conflict.get(s)))
+        for c in ch.conflicts:
+            wb.put(entity_key(CONFLICT, c, version), dumps(conflict_row(st, c)))
+        if d["schema"] is not None:
+            wb.put(entity_key(SCHEMA, "", version), dumps(dict(d["schema"])))
+        self._pending += 1
+        wb.put(_APPLIED, _U64.pack(version + 1))
+        if len(self._claim_records) > 50_000:
+            self._claim_records.clear()
+
+    def _load_claim(self, claim_id: str) -> dict[str, Any]:
+        it = self.store.db.iter()
+        prefix = CLAIM + claim_id.encode("utf-8") + b"\x00"
+        it.seek(prefix)
+        if not it.valid() or not it.key().startswith(prefix):
+            # staged in this batch but not written yet: flush and look again
+            self.flush()
+            it = self.store.db.iter()
+            it.seek(prefix)
+        row = rows.loads(it.value())
+        row.pop("status", None)
+        row.pop("since", None)
+        record: dict[str, Any] = row
+        self._claim_records[claim_id] = record
+        return record
+
+    def flush(self) -> None:
+        """Write the staged rows and the applied offset in one batch."""
+        if self._pending or not self._wb.is_empty():
+            self.store.write(self._wb)
+            self._wb = WriteBatch(raw_mode=True)
+            self._pending = 0
+
+    def set_graph(self, graph: str) -> None:
+        self.store.db.put(_GRAPH, graph.encode())
+
+
+def _history_entry(d: Decision, key: str, ch: Changes, st: GraphState) -> dict[str, Any]:
+    touched = [c for c, _ in ch.claims if st.claims[c].edge == key]
+    state, conflict, visible = st.edge_read(key)
+    return {
+        "kind": d["kind"],
+        "reason": d["reason"],
+        "command_id": d["command_id"],
+        "command_type": d["command_type"],
+        "agent": d["agent"],
+        "log_time": d["log_time"],
+        "claims": [[c, STATUS_NAMES[st.claims[c].status]] for c in touched],
+        "state": state,
+        "conflict_id": conflict,
+        "visible": visible,
+    }

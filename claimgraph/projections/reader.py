@@ -1,0 +1,270 @@
+"""Reads of the versioned projection at any version: edge, slot, neighbors, history, quarantine.
+
+Every read takes ``at`` (a version, i.e. a decisions-log offset) and sees exactly the
+decisions with offset <= ``at``. Results are tri-state: ``present``, ``absent`` or
+``unknown`` (a quarantined edge or slot, with the id of the conflict that holds it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from rocksdict import Rdict
+
+from ..errors import UnknownSlotError
+from ..fold import SEP, edge_key, slot_keys
+from ..model import OnUnknown
+from ..policy import GraphSchema, parse_schema
+from .projector import adjacency_entity
+from .rows import (
+    ADJ,
+    CLAIM,
+    CONFLICT,
+    EDGE,
+    HISTORY,
+    SCHEMA,
+    SLOT,
+    inv,
+    loads,
+)
+
+__all__ = ["EdgeView", "NeighborView", "ProjectionReader", "SlotView"]
+
+@dataclass(frozen=True, slots=True)
+class EdgeView:
+    """An edge as of a version."""
+
+    edge_type: str
+    subject: tuple[str, str]
+    object: tuple[str, str]
+    state: str  # present | absent | unknown
+    version: int
+    conflict_id: str | None = None
+    claims: tuple[str, ...] = ()
+    fallback: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"edge_type": self.edge_type, "subject": list(self.subject),
+                "object": list(self.object), "state": self.state, "version": self.version,
+                "conflict_id": self.conflict_id, "claims": list(self.claims)}
+
+
+@dataclass(frozen=True, slots=True)
+class NeighborView:
+    """One neighbour of a node as of a version."""
+
+    edge_type: str
+    direction: str  # out | in
+    node: tuple[str, str]
+    state: str
+    conflict_id: str | None = None
+    claims: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"edge_type": self.edge_type, "direction": self.direction,
+                "node": list(self.node), "state": self.state,
+                "conflict_id": self.conflict_id, "claims": list(self.claims)}
+
+
+@dataclass(frozen=True, slots=True)
+class SlotView:
+    """An exclusive slot (edge type, node, side) as of a version."""
+
+    edge_type: str
+    node: tuple[str, str]
+    direction: str
+    state: str  # present (holds objects) | absent (empty) | unknown (quarantined)
+    version: int
+    conflict_id: str | None = None
+    nodes: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"edge_type": self.edge_type, "node": list(self.node),
+                "direction": self.direction, "state": self.state, "version": self.version,
+                "conflict_id": self.conflict_id, "nodes": [list(n) for n in self.nodes]}
+
+
+class ProjectionReader:
+    """Read-only queries over a projection database (a primary or a secondary instance)."""
+
+    def __init__(self, db: Rdict) -> None:
+        self.db = db
+        self._schemas: dict[int, GraphSchema] = {}
+
+    # -- primitives ---------------------------------------------------------------------------
+
+    def _at(self, family: bytes, entity: str, at: int) -> bytes | None:
+        if at < 0:
+            return None
+        prefix = family + entity.encode("utf-8") + b"\x00"
+        it = self.db.iter()
+        it.seek(prefix + inv(at))
+        if it.valid():
+            k = it.key()
+            if len(k) == len(prefix) + 8 and k.startswith(prefix):
+                v: bytes = it.value()
+                return v
+        return None
+
+    def _scan_at(self, family: bytes, prefix: str, at: int) -> Iterator[tuple[str, bytes]]:
+        """(entity, value as of ``at``) for every entity under ``prefix``."""
+        if at < 0:
+            return
+        raw_prefix = family + prefix.encode("utf-8")
+        target = inv(at)
+        it = self.db.iter()
+        it.seek(raw_prefix)
+        while it.valid():
+            k: bytes = it.key()
+            if not k.startswith(raw_prefix):
+                return
+            ent = k[:-8]
+            if k[-8:] < target:
+                it.seek(ent + target)
+                if not it.valid():
+                    return
+                k = it.key()
+                if k[:-8] != ent:
+                    continue  # no row of this entity at or below ``at``; k is the next one
+            yield ent[1:-1].decode("utf-8"), it.value()
+            it.seek(ent[:-1] + b"\x01")
+
+    def schema(self, at: int) -> GraphSchema | None:
+        raw = self._at(SCHEMA, "", at)
+        if raw is None:
+            return None
+        row = loads(raw)
+        rev = int(row["revision"])
+        s = self._schemas.get(rev)
+        if s is None:
+            s = self._schemas[rev] = parse_schema(row["document"], row["source"])
+        return s
+
+    def schema_row(self, at: int) -> dict[str, Any] | None:
+        raw = self._at(SCHEMA, "", at)
+        return loads(raw) if raw is not None else None
+
+    def _slot_conflict(self, slot: str, at: int) -> str | None:
+        raw = self._at(SLOT, slot, at)
+        if raw is None:
+            return None
+        c: str | None = loads(raw)
+        return c
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def edge(self, edge_type: str, subject: tuple[str, str], obj: tuple[str, str], at: int,
+             *, halt: bool = True) -> EdgeView:
+        key = edge_key(edge_type, subject[0], subject[1], obj[0], obj[1])
+        raw = self._at(EDGE, key, at)
+        state, conflict, claims = ("absent", None, []) if raw is None else loads(raw)
+        schema = self.schema(at)
+        et = schema.edge_types.get(edge_type) if schema else None
+        if conflict is None:
+            for s in slot_keys(et, key):
+                conflict = self._slot_conflict(s, at)
+                if conflict is not None:
+                    state = "unknown"
+                    break
+        if state == "unknown" and halt and et is not None and et.on_unknown == OnUnknown.HALT:
+            raise UnknownSlotError(f"edge {edge_type}({subject[1]} -> {obj[1]})",
+                                   conflict or "")
+        return EdgeView(edge_type, subject, obj, state, at, conflict, tuple(claims))
+
+    def slot(self, edge_type: str, node: tuple[str, str], at: int, direction: str = "out",
+             *, halt: bool = True) -> SlotView:
+        """The objects a subject holds (``out``) or the subjects holding an object (``in``)."""
+        slot = SEP.join((edge_type, direction, node[0], node[1]))
+        conflict = self._slot_conflict(slot, at)
+        nodes = tuple(n.node for n in self.neighbors(node, at, edge_type=edge_type,
+                                                     direction=direction, halt=False)
+                      if n.state == "present")
+        if conflict is not None:
+            schema = self.schema(at)
+            et = schema.edge_types.get(edge_type) if schema else None
+            if halt and et is not None and et.on_unknown == OnUnknown.HALT:
+                raise UnknownSlotError(f"slot {edge_type}({node[1]}, {direction})", conflict)
+            return SlotView(edge_type, node, direction, "unknown", at, conflict, nodes)
+        return SlotView(edge_type, node, direction, "present" if nodes else "absent", at,
+                        None, nodes)
+
+    def neighbors(self, node: tuple[str, str], at: int, *, edge_type: str | None = None,
+                  direction: str = "out", include_absent: bool = False,
+                  halt: bool = True) -> list[NeighborView]:
+        if direction not in ("out", "in"):
+            raise ValueError("direction must be 'out' or 'in'")
+        prefix = SEP.join((node[0], node[1], direction)) + SEP
+        if edge_type is not None:
+            prefix += edge_type + SEP
+        schema = self.schema(at)
+        own_slot: dict[str, str | None] = {}
+        out: list[NeighborView] = []
+        for ent, raw in self._scan_at(ADJ, prefix, at):
+            _, _, _, et_name, o_type, o_id = ent.split(SEP)
+            state, conflict, claims = loads(raw)
+            et = schema.edge_types.get(et_name) if schema else None
+            if conflict is None and et is not None:
+                if (direction == "out" and et.subject_exclusive) or \
+                        (direction == "in" and et.object_exclusive):
+                    if et_name not in own_slot:
+                        own_slot[et_name] = self._slot_conflict(
+                            SEP.join((et_name, direction, node[0], node[1])), at)
+                    conflict = own_slot[et_name]
+                if conflict is None and ((direction == "out" and et.object_exclusive) or
+                                         (direction == "in" and et.subject_exclusive)):
+                    other = "in" if direction == "out" else "out"
+                    conflict = self._slot_conflict(SEP.join((et_name, other, o_type, o_id)), at)
+                if conflict is not None:
+                    state = "unknown"
+            if state == "absent" and not include_absent:
+                continue
+            if state == "unknown" and halt and et is not None and \
+                    et.on_unknown == OnUnknown.HALT:
+                raise UnknownSlotError(f"neighbour {et_name}({o_id})", conflict or "")
+            out.append(NeighborView(et_name, direction, (o_type, o_id), state, conflict,
+                                    tuple(claims)))
+        return out
+
+    def history(self, edge_type: str, subject: tuple[str, str], obj: tuple[str, str],
+                at: int) -> list[dict[str, Any]]:
+        key = edge_key(edge_type, subject[0], subject[1], obj[0], obj[1])
+        prefix = HISTORY + key.encode("utf-8") + b"\x00"
+        it = self.db.iter()
+        it.seek(prefix)
+        out: list[dict[str, Any]] = []
+        while it.valid():
+            k = it.key()
+            if not k.startswith(prefix):
+                break
+            v = int.from_bytes(k[-8:], "big")
+            if v > at:
+                break
+            entry = loads(it.value())
+            entry["version"] = v
+            out.append(entry)
+            it.next()
+        return out
+
+    def claim(self, claim_id: str, at: int) -> dict[str, Any] | None:
+        raw = self._at(CLAIM, claim_id, at)
+        return loads(raw) if raw is not None else None
+
+    def conflict(self, conflict_id: str, at: int) -> dict[str, Any] | None:
+        raw = self._at(CONFLICT, conflict_id, at)
+        return loads(raw) if raw is not None else None
+
+    def quarantine(self, at: int, *, include_closed: bool = False) -> list[dict[str, Any]]:
+        out = []
+        for _, raw in self._scan_at(CONFLICT, "", at):
+            row = loads(raw)
+            if row["open"] or include_closed:
+                out.append(row)
+        return out
+
+    def rows_at(self, at: int) -> Iterator[tuple[bytes, bytes]]:
+        """Every entity's row as of ``at`` (for digests), in key order."""
+        for family in (ADJ, CONFLICT, EDGE, CLAIM, SLOT, SCHEMA):
+            for ent, raw in self._scan_at(family, "", at):
+                yield family + ent.encode("utf-8"), raw

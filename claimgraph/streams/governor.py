@@ -1,0 +1,586 @@
+"""The governor's decision function: ``decide(state, command, input_offset, log_time)`` (pure).
+
+No clock, no randomness, no I/O: the only inputs are the folded :class:`GraphState`, the
+command's bytes, its position in the commands log and its log append time (the governor's
+"now"). Replaying the commands log through ``decide`` + ``GraphState.evolve`` therefore
+reproduces the decisions log byte for byte.
+
+Every command gets exactly one decision. Anything invalid — undecodable bytes, a malformed
+field, an unknown type, a writer the schema does not admit — becomes a ``rejected`` decision
+with a machine-readable reason code (:class:`claimgraph.model.Reason`) and a detail line.
+
+Policy, per edge type (``conflict_policy``), for a claim on edge E from agent A:
+
+* the claim *replaces* A's own visible claims on E (and, for an assert, A's asserts elsewhere
+  in E's exclusive slots); claims by other agents either *agree* (same edge, same polarity:
+  corroboration) or *oppose* (the other polarity on E, or an assert of another object in an
+  exclusive slot);
+* ``last-write-wins-with-timestamp``: the newest event time wins, ties going to the later log
+  position; a claim older than an opposing or own visible claim is ``conflicted`` and changes
+  nothing, otherwise it is ``accepted`` and supersedes them;
+* ``quarantine`` (and, until calibrated merge lands, ``confidence-weighted-merge``): opposing
+  claims open a conflict; every claim involved is withheld and the edge and its slots read
+  *unknown* until a ``resolve`` — or the retraction of all but one outcome — closes it. A
+  claim touching a slot or edge under an open conflict joins that conflict;
+* ``based_on_version`` older than the last change of E or its slots makes the claim *stale*:
+  ``on_stale`` rejects it, quarantines it against the current claims, or accepts it
+  (flagged ``stale``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+from ..errors import DecodeError, SchemaError
+from ..fold import SEP, VISIBLE, WITHHELD, GraphState, edge_key
+from ..model import (
+    LIMITS,
+    ClaimCommand,
+    ClaimRecord,
+    Command,
+    ConflictPolicy,
+    Decision,
+    GrantCommand,
+    InvalidInputCommand,
+    OnStale,
+    PublishSchemaCommand,
+    ReadBlockedCommand,
+    Reason,
+    ResolveCommand,
+    RetractCommand,
+    RevokeCommand,
+)
+from ..policy import EdgeType, parse_schema
+from ..wire import decode_command
+
+__all__ = ["conflict_id_for", "decide", "decide_command"]
+
+
+def conflict_id_for(command_id: str) -> str:
+    """The id of the conflict a command opens (command ids are unique, so these are too)."""
+    return f"cf:{command_id}"
+
+
+class _Reject(Exception):
+    def __init__(self, reason: Reason, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
+
+
+def _base(state: GraphState, cmd: Command | None, ctype: str, offset: int,
+          log_time: int) -> Decision:
+    c = cast(dict[str, Any], cmd or {})
+    return {
+        "graph": state.graph,
+        "command_id": c.get("command_id", ""),
+        "command_type": ctype,
+        "input_offset": offset,
+        "log_time": log_time,
+        "kind": "rejected",
+        "reason": "",
+        "detail": "",
+        "schema_rev": state.schema_rev,
+        "agent": c.get("agent", ""),
+        "task": c.get("task", ""),
+        "claim": None,
+        "target": None,
+        "conflict_id": None,
+        "conflicts_with": [],
+        "supersedes": [],
+        "withheld": [],
+        "released": [],
+        "dismissed": [],
+        "stale": False,
+        "schema": None,
+        "grant": None,
+    }
+
+
+def decide(state: GraphState, data: bytes, input_offset: int, log_time: int) -> Decision:
+    """Decide one command given as bytes from the commands log."""
+    try:
+        cmd = decode_command(data)
+    except DecodeError as exc:
+        d = _base(state, None, "undecodable", input_offset, log_time)
+        d["reason"] = exc.reason
+        d["detail"] = exc.detail[: LIMITS["detail"]]
+        return d
+    return decide_command(state, cmd, input_offset, log_time)
+
+
+def decide_command(state: GraphState, cmd: Command, input_offset: int,
+                   log_time: int) -> Decision:
+    """Decide one decoded command."""
+    ctype = cast(str, cmd.get("type", "claim"))
+    d = _base(state, cmd, ctype, input_offset, log_time)
+    try:
+        _check_envelope(state, cmd, d)
+        _HANDLERS[ctype](state, cmd, d)
+    except _Reject as r:
+        d["kind"] = "rejected"
+        d["reason"] = r.reason.value
+        d["detail"] = r.detail[: LIMITS["detail"]]
+        for k in ("conflicts_with", "supersedes", "withheld", "released", "dismissed"):
+            d[k] = []  # type: ignore[literal-required]
+        d["claim"] = None
+        d["schema"] = None
+        d["grant"] = None
+        d["conflict_id"] = None
+        d["target"] = None
+        d["stale"] = False
+    return d
+
+
+# -- validation -----------------------------------------------------------------------------
+
+
+def _check_id(value: object, name: str, *, empty_ok: bool = False) -> None:
+    if not isinstance(value, str):
+        raise _Reject(Reason.INVALID_FIELD, f"{name} must be a string")
+    if not value:
+        if empty_ok:
+            return
+        raise _Reject(Reason.INVALID_ID, f"{name} is empty")
+    if len(value) > LIMITS["id"]:
+        raise _Reject(Reason.FIELD_TOO_LARGE,
+                      f"{name} has {len(value)} characters; at most {LIMITS['id']} allowed")
+    if not value.isprintable():
+        raise _Reject(Reason.INVALID_ID, f"{name} contains control or non-printable characters")
+
+
+def _check_envelope(state: GraphState, cmd: Command, d: Decision) -> None:
+    cid = cmd["command_id"]
+    if cmd.get("type") == "invalid_input" and not cid:
+        return  # input too broken to carry an id: rejected below, remembered nowhere
+    try:
+        _check_id(cid, "command_id")
+    except _Reject:
+        d["command_id"] = ""  # an unusable id is not remembered; the detail keeps a prefix
+        raise
+    if cmd["graph"] != state.graph:
+        raise _Reject(Reason.WRONG_GRAPH,
+                      f"command is for graph {cmd['graph'][:80]!r}; this is {state.graph!r}")
+    if state.seen(cid):
+        raise _Reject(Reason.DUPLICATE_COMMAND,
+                      f"command {cid!r} was already decided; use a new command_id to retry")
+    if cmd.get("type") != "invalid_input":
+        _check_id(cmd["agent"], "agent")
+        _check_id(cmd["task"], "task", empty_ok=True)
+
+
+def _check_text(value: str, name: str, limit: int) -> None:
+    if len(value) > limit:
+        raise _Reject(Reason.FIELD_TOO_LARGE,
+                      f"{name} has {len(value)} characters; at most {limit} allowed")
+
+
+def _check_claim_fields(c: ClaimCommand) -> None:
+    for name in ("edge_type", "subject_type", "subject_id", "object_type", "object_id"):
+        _check_id(c[name], name)  # type: ignore[literal-required]
+    if c["run_id"] is not None:
+        _check_id(c["run_id"], "run_id")
+    conf = c["confidence"]
+    if not (isinstance(conf, float | int) and math.isfinite(conf) and 0.0 <= conf <= 1.0):
+        raise _Reject(Reason.INVALID_FIELD, f"confidence must be in [0, 1], got {conf!r}")
+    if len(c["evidence"]) > LIMITS["evidence_items"]:
+        raise _Reject(Reason.FIELD_TOO_LARGE, f"evidence has {len(c['evidence'])} items; "
+                      f"at most {LIMITS['evidence_items']} allowed")
+    for i, e in enumerate(c["evidence"]):
+        _check_text(e, f"evidence[{i}]", LIMITS["evidence_item"])
+    _check_text(c["reasoning"], "reasoning", LIMITS["reasoning"])
+    if len(c["properties"]) > LIMITS["properties"]:
+        raise _Reject(Reason.FIELD_TOO_LARGE, f"properties has {len(c['properties'])} "
+                      f"entries; at most {LIMITS['properties']} allowed")
+    for k, v in c["properties"].items():
+        _check_id(k, "property name")
+        _check_text(v, f"properties[{k!r}]", LIMITS["property_value"])
+    if c["asserted_at"] < 0:
+        raise _Reject(Reason.INVALID_FIELD, "asserted_at must be ms since the epoch (>= 0)")
+    b = c["based_on_version"]
+    if b is not None and b < -1:
+        raise _Reject(Reason.INVALID_FIELD, "based_on_version must be >= -1")
+
+
+def _require_schema(state: GraphState) -> None:
+    if state.schema is None:
+        raise _Reject(Reason.NO_SCHEMA, "no graph schema has been published yet "
+                      "(claimgraph schema apply FILE)")
+
+
+# -- claims ---------------------------------------------------------------------------------
+
+
+def _authorised(state: GraphState, et: EdgeType, agent: str, task: str, now: int) -> bool:
+    assert state.schema is not None
+    if state.schema.may_write(et, agent, task):
+        return True
+    for g in state.grants.values():
+        r = g.record
+        if g.revoked or (r["expires_at"] is not None and now >= r["expires_at"]):
+            continue
+        if r["edge_type"] not in (et.name, "*"):
+            continue
+        from ..policy import Pattern  # small, cached by the regex module
+
+        if Pattern.of(r["grantee_agent"]).matches(agent) and \
+                Pattern.of(r["grantee_task"]).matches(task):
+            return True
+    return False
+
+
+def _claim(state: GraphState, cmd: Command, d: Decision) -> None:
+    c = cast(ClaimCommand, cmd)
+    _check_claim_fields(c)
+    _require_schema(state)
+    schema = state.schema
+    assert schema is not None
+    et = schema.edge_types.get(c["edge_type"])
+    if et is None:
+        raise _Reject(Reason.UNKNOWN_EDGE_TYPE, f"edge type {c['edge_type']!r} is not in "
+                      f"schema revision {state.schema_rev} (known: "
+                      f"{', '.join(sorted(schema.edge_types)) or 'none'})")
+    for end, want in (("subject", et.subject), ("object", et.object)):
+        got = c[f"{end}_type"]  # type: ignore[literal-required]
+        if got not in schema.node_types:
+            raise _Reject(Reason.UNKNOWN_NODE_TYPE, f"{end} type {got!r} is not a node type "
+                          f"of schema revision {state.schema_rev}")
+        if got != want:
+            reason = Reason.SUBJECT_TYPE_MISMATCH if end == "subject" else \
+                Reason.OBJECT_TYPE_MISMATCH
+            raise _Reject(reason, f"{et.name} needs a {want} {end}, got {got!r}")
+    agent, task = c["agent"], c["task"]
+    if not _authorised(state, et, agent, task, d["log_time"]):
+        writers = ", ".join(f"{w.agent.text}/{w.task.text}" for w in et.writers)
+        raise _Reject(Reason.UNAUTHORIZED, f"agent {agent!r} in task {task!r} may not write "
+                      f"{et.name} (writers: {writers}; no active grant)")
+    key = edge_key(et.name, c["subject_type"], c["subject_id"], c["object_type"],
+                   c["object_id"])
+    asserts = c["polarity"] == "assert"
+    stale = False
+    based = c["based_on_version"]
+    if based is not None:
+        if based > state.head:
+            raise _Reject(Reason.FUTURE_VERSION, f"based_on_version {based} is above the "
+                          f"graph's head {state.head}")
+        changed = state.changed_at(key)
+        stale = changed > based
+        if stale and et.on_stale == OnStale.REJECT:
+            raise _Reject(Reason.STALE_CLAIM, f"the slot changed at version {changed}, after "
+                          f"version {based} that the claim was based on")
+    d["claim"] = _record(c)
+    d["stale"] = stale
+
+    own: list[str] = []
+    agreeing: list[str] = []
+    opposing: list[str] = []
+    slot_opposing = False
+    es = state.edges.get(key)
+    if es is not None:
+        for cid in es.visible:
+            cs = state.claims[cid]
+            if cs.agent == agent:
+                own.append(cid)
+            elif cs.asserts == asserts:
+                agreeing.append(cid)
+            else:
+                opposing.append(cid)
+    if asserts:
+        for s in state.slots_of(key):
+            holder = state.slot_holder.get(s)
+            if holder is None or holder == key:
+                continue
+            for cid in state.edges[holder].visible:
+                if cid in own or cid in opposing:
+                    continue
+                if state.claims[cid].agent == agent:
+                    own.append(cid)
+                else:
+                    opposing.append(cid)
+                    slot_opposing = True
+
+    open_conflict = state.edge_conflict(key)
+    if open_conflict is not None:
+        _quarantine(d, open_conflict, Reason.JOINS_CONFLICT,
+                    f"the slot is under conflict {open_conflict}; the claim joins it",
+                    withheld=[*agreeing, *opposing], supersedes=own, against=opposing)
+        return
+    if stale and et.on_stale == OnStale.QUARANTINE:
+        _quarantine(d, conflict_id_for(c["command_id"]), Reason.STALE_CLAIM,
+                    f"based on version {based}, but the slot changed at version "
+                    f"{state.changed_at(key)}; held for a resolver",
+                    withheld=[*own, *agreeing, *opposing], supersedes=[], against=opposing)
+        return
+    if et.conflict_policy == ConflictPolicy.LAST_WRITE_WINS:
+        ts = c["asserted_at"]
+        newer = [x for x in (*own, *opposing) if state.claims[x].ts > ts]
+        if newer:
+            d["kind"] = "conflicted"
+            d["reason"] = Reason.OLDER_THAN_CURRENT.value
+            d["conflicts_with"] = newer
+            d["detail"] = (f"asserted_at {ts} is older than the current claim "
+                           f"{newer[0]} ({state.claims[newer[0]].ts}); the newer claim stands")
+            return
+        _accept(d, own + opposing, agreeing)
+        return
+    if opposing:
+        reason = Reason.SLOT_CONFLICT if slot_opposing else Reason.POLARITY_CONFLICT
+        if et.conflict_policy == ConflictPolicy.CONFIDENCE_WEIGHTED_MERGE:
+            reason = Reason.MERGE_PENDING
+        what = "another object for an exclusive slot" if slot_opposing else \
+            "the opposite polarity of an edge another writer claims"
+        _quarantine(d, conflict_id_for(c["command_id"]), reason,
+                    f"{what}: claims withheld until a resolver decides",
+                    withheld=[*agreeing, *opposing], supersedes=own, against=opposing)
+        return
+    _accept(d, own, agreeing)
+
+
+def _accept(d: Decision, supersedes: list[str], agreeing: list[str]) -> None:
+    d["kind"] = "accepted"
+    d["supersedes"] = supersedes
+    if supersedes:
+        d["reason"] = Reason.SUPERSEDES.value
+        d["detail"] = f"supersedes {', '.join(supersedes[:5])}" + \
+            (f" and {len(supersedes) - 5} more" if len(supersedes) > 5 else "")
+    elif agreeing:
+        d["reason"] = Reason.CORROBORATES.value
+        d["detail"] = f"agrees with {', '.join(agreeing[:5])}"
+    else:
+        d["reason"] = Reason.NEW.value
+
+
+def _quarantine(d: Decision, conflict_id: str, reason: Reason, detail: str, *,
+                withheld: list[str], supersedes: list[str], against: list[str]) -> None:
+    d["kind"] = "quarantined"
+    d["reason"] = reason.value
+    d["detail"] = detail
+    d["conflict_id"] = conflict_id
+    d["withheld"] = withheld
+    d["supersedes"] = supersedes
+    d["conflicts_with"] = against
+
+
+def _record(c: ClaimCommand) -> ClaimRecord:
+    return {
+        "claim_id": c["command_id"],
+        "agent": c["agent"],
+        "task": c["task"],
+        "run_id": c["run_id"],
+        "edge_type": c["edge_type"],
+        "subject_type": c["subject_type"],
+        "subject_id": c["subject_id"],
+        "object_type": c["object_type"],
+        "object_id": c["object_id"],
+        "polarity": c["polarity"],
+        "confidence": float(c["confidence"]),
+        "evidence": list(c["evidence"]),
+        "reasoning": c["reasoning"],
+        "asserted_at": c["asserted_at"],
+        "based_on_version": c["based_on_version"],
+        "properties": dict(sorted(c["properties"].items())),
+    }
+
+
+# -- lifecycle: retract and resolve -----------------------------------------------------------
+
+
+def _release(state: GraphState, claims: Sequence[str], d: Decision) -> None:
+    """Release ``claims`` (which agree): make room by superseding what they contradict."""
+    d["released"] = list(claims)
+    if not claims:
+        return
+    first = state.claims[claims[0]]
+    es = state.edges.get(first.edge)
+    supersedes: list[str] = []
+    if es is not None:
+        supersedes += [c for c in es.visible if state.claims[c].asserts != first.asserts]
+    if first.asserts:
+        for s in state.slots_of(first.edge):
+            holder = state.slot_holder.get(s)
+            if holder is not None and holder != first.edge:
+                supersedes += [c for c in state.edges[holder].visible if c not in supersedes]
+    d["supersedes"] = supersedes
+
+
+def _outcome(state: GraphState, claim_id: str) -> tuple[str, bool]:
+    cs = state.claims[claim_id]
+    return cs.edge, cs.asserts
+
+
+def _retract(state: GraphState, cmd: Command, d: Decision) -> None:
+    c = cast(RetractCommand, cmd)
+    _check_id(c["claim_id"], "claim_id")
+    _check_text(c["reason"], "reason", LIMITS["reasoning"])
+    target = c["claim_id"]
+    cs = state.claims.get(target)
+    if cs is None:
+        raise _Reject(Reason.UNKNOWN_CLAIM, f"no claim {target!r} in this graph")
+    if cs.agent != c["agent"]:
+        raise _Reject(Reason.NOT_OWNER, f"claim {target!r} belongs to {cs.agent!r}; only its "
+                      "owner may retract it")
+    if cs.status not in (VISIBLE, WITHHELD):
+        from ..fold import STATUS_NAMES
+
+        status = STATUS_NAMES[cs.status]
+        reason = Reason.ALREADY_RETIRED if status == "retired" else Reason.NOT_LIVE
+        raise _Reject(reason, f"claim {target!r} is {status}; nothing to retract")
+    d["kind"] = "retired"
+    d["reason"] = Reason.RETRACTED.value
+    d["target"] = target
+    d["detail"] = c["reason"][:200]
+    if cs.status == WITHHELD and cs.conflict is not None:
+        conflict = state.conflicts[cs.conflict]
+        d["conflict_id"] = cs.conflict
+        rest = [x for x in conflict.claims if x != target]
+        if rest and len({_outcome(state, x) for x in rest}) == 1:
+            _release(state, rest, d)
+            d["detail"] = (f"retracted; the remaining claims of {cs.conflict} agree and are "
+                           "released")
+
+
+def _resolve(state: GraphState, cmd: Command, d: Decision) -> None:
+    c = cast(ResolveCommand, cmd)
+    _check_id(c["conflict_id"], "conflict_id")
+    _check_id(c["resolver"], "resolver")
+    _check_text(c["rationale"], "rationale", LIMITS["reasoning"])
+    _require_schema(state)
+    assert state.schema is not None
+    if not state.schema.is_resolver(c["agent"]):
+        raise _Reject(Reason.NOT_RESOLVER, f"agent {c['agent']!r} is not a resolver or admin "
+                      f"in schema revision {state.schema_rev}")
+    conflict = state.conflicts.get(c["conflict_id"])
+    if conflict is None:
+        raise _Reject(Reason.UNKNOWN_CONFLICT, f"no conflict {c['conflict_id']!r}")
+    if not conflict.open:
+        raise _Reject(Reason.CONFLICT_CLOSED, f"conflict {c['conflict_id']!r} was closed at "
+                      f"version {conflict.closed_at}")
+    d["kind"] = "resolved"
+    d["target"] = conflict.conflict_id
+    d["conflict_id"] = conflict.conflict_id
+    winner = c["winner"]
+    if winner is None:
+        d["reason"] = Reason.REJECT_ALL.value
+        d["dismissed"] = list(conflict.claims)
+        d["detail"] = f"{c['resolver']}: every claim rejected. {c['rationale'][:200]}"
+        return
+    if winner not in conflict.claims:
+        raise _Reject(Reason.NOT_IN_CONFLICT, f"claim {winner!r} is not held in conflict "
+                      f"{conflict.conflict_id!r} (held: {', '.join(conflict.claims)})"[:500])
+    want = _outcome(state, winner)
+    released = [x for x in conflict.claims if _outcome(state, x) == want]
+    _release(state, released, d)
+    d["dismissed"] = [x for x in conflict.claims if x not in released]
+    d["reason"] = Reason.WINNER.value
+    d["detail"] = f"{c['resolver']}: {winner} wins. {c['rationale'][:200]}"
+
+
+# -- administration ---------------------------------------------------------------------------
+
+
+def _require_admin(state: GraphState, agent: str) -> None:
+    _require_schema(state)
+    assert state.schema is not None
+    if not state.schema.is_admin(agent):
+        raise _Reject(Reason.NOT_ADMIN, f"agent {agent!r} is not an admin in schema "
+                      f"revision {state.schema_rev}")
+
+
+def _publish(state: GraphState, cmd: Command, d: Decision) -> None:
+    c = cast(PublishSchemaCommand, cmd)
+    _check_text(c["source"], "source", LIMITS["id"])
+    if len(c["document"]) > LIMITS["document"]:
+        raise _Reject(Reason.FIELD_TOO_LARGE, f"schema document is larger than "
+                      f"{LIMITS['document']} characters")
+    try:
+        schema = parse_schema(c["document"], c["source"] or "<schema>")
+    except SchemaError as exc:
+        raise _Reject(Reason.INVALID_SCHEMA, exc.report()) from None
+    if state.schema is None:
+        if not schema.is_admin(c["agent"]):
+            raise _Reject(Reason.NOT_ADMIN, f"the first schema of a graph must name its "
+                          f"publisher {c['agent']!r} among principals.admins")
+    else:
+        _require_admin(state, c["agent"])
+    d["kind"] = "accepted"
+    d["reason"] = Reason.SCHEMA_PUBLISHED.value
+    rev = state.schema_rev + 1
+    d["detail"] = f"schema revision {rev} ({schema.digest}) is in force from this version"
+    d["schema"] = {"revision": rev, "digest": schema.digest, "source": c["source"],
+                   "document": c["document"]}
+
+
+def _grant(state: GraphState, cmd: Command, d: Decision) -> None:
+    c = cast(GrantCommand, cmd)
+    _require_admin(state, c["agent"])
+    assert state.schema is not None
+    _check_id(c["grantee_agent"], "grantee_agent")
+    _check_id(c["grantee_task"], "grantee_task")
+    _check_id(c["edge_type"], "edge_type")
+    if c["edge_type"] != "*" and c["edge_type"] not in state.schema.edge_types:
+        raise _Reject(Reason.UNKNOWN_EDGE_TYPE, f"edge type {c['edge_type']!r} is not in "
+                      f"schema revision {state.schema_rev}")
+    if c["expires_at"] is not None and c["expires_at"] <= d["log_time"]:
+        raise _Reject(Reason.INVALID_FIELD, f"expires_at {c['expires_at']} is not after the "
+                      f"log time {d['log_time']}")
+    d["kind"] = "accepted"
+    d["reason"] = Reason.GRANTED.value
+    d["target"] = c["command_id"]
+    d["grant"] = {"grant_id": c["command_id"], "grantee_agent": c["grantee_agent"],
+                  "grantee_task": c["grantee_task"], "edge_type": c["edge_type"],
+                  "expires_at": c["expires_at"]}
+    until = f" until {c['expires_at']}" if c["expires_at"] is not None else ""
+    d["detail"] = (f"{c['grantee_agent']}/{c['grantee_task']} may write "
+                   f"{c['edge_type']}{until}")
+
+
+def _revoke(state: GraphState, cmd: Command, d: Decision) -> None:
+    c = cast(RevokeCommand, cmd)
+    _require_admin(state, c["agent"])
+    _check_id(c["grant_id"], "grant_id")
+    g = state.grants.get(c["grant_id"])
+    if g is None or g.revoked:
+        what = "was already revoked" if g else "does not exist"
+        raise _Reject(Reason.UNKNOWN_GRANT, f"grant {c['grant_id']!r} {what}")
+    d["kind"] = "accepted"
+    d["reason"] = Reason.REVOKED.value
+    d["target"] = c["grant_id"]
+
+
+def _tick(state: GraphState, cmd: Command, d: Decision) -> None:
+    d["kind"] = "accepted"
+    d["reason"] = Reason.TICK.value
+
+
+def _read_blocked(state: GraphState, cmd: Command, d: Decision) -> None:
+    c = cast(ReadBlockedCommand, cmd)
+    _check_id(c["conflict_id"], "conflict_id")
+    if c["count"] < 1:
+        raise _Reject(Reason.INVALID_FIELD, "count must be at least 1")
+    if c["conflict_id"] not in state.conflicts:
+        raise _Reject(Reason.UNKNOWN_CONFLICT, f"no conflict {c['conflict_id']!r}")
+    d["kind"] = "accepted"
+    d["reason"] = Reason.READ_BLOCKED.value
+    d["target"] = c["conflict_id"]
+    d["detail"] = f"{c['count']} blocked read(s)"
+
+
+def _invalid(state: GraphState, cmd: Command, d: Decision) -> None:
+    c = cast(InvalidInputCommand, cmd)
+    raise _Reject(Reason.MALFORMED, c["error"])
+
+
+_HANDLERS: dict[str, Callable[[GraphState, Command, Decision], None]] = {
+    "claim": _claim,
+    "retract": _retract,
+    "resolve": _resolve,
+    "publish_schema": _publish,
+    "grant": _grant,
+    "revoke": _revoke,
+    "tick": _tick,
+    "read_blocked": _read_blocked,
+    "invalid_input": _invalid,
+}
+
+assert SEP  # edge keys are built with fold.SEP; ids are checked printable so it cannot clash

@@ -1,0 +1,156 @@
+"""The wire contract: Avro single-object encoding of commands and decisions (pure, no I/O).
+
+Every record on a log is ``C3 01`` ‖ the 8-byte little-endian CRC-64-AVRO fingerprint of its
+writer schema's Parsing Canonical Form ‖ the Avro binary body. The fingerprint tells which
+schema wrote the body, and so which kind of command it is. Schemas live as ``.avsc`` files
+under ``schemas/avro`` (shipped inside the wheel as ``claimgraph/_schemas``).
+
+``decode_command`` never lets foreign bytes escape as an arbitrary exception: anything that
+is not a whole, well-formed record of a known schema raises :class:`DecodeError` with a
+reason code (``malformed`` or ``unknown_fingerprint``), which the governor turns into a
+recorded rejection.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any, cast
+
+import fastavro
+from fastavro.schema import fingerprint, to_parsing_canonical_form
+
+from .errors import DecodeError
+from .model import Command, Decision
+
+__all__ = [
+    "MARKER",
+    "command_type_of",
+    "decode_command",
+    "decode_decision",
+    "encode_command",
+    "encode_decision",
+    "fingerprints",
+    "schema_dir",
+]
+
+MARKER = b"\xc3\x01"
+_HEADER = 10
+_COMMAND_SCHEMAS = (
+    "claim",
+    "retract",
+    "resolve",
+    "publish_schema",
+    "grant",
+    "revoke",
+    "tick",
+    "read_blocked",
+    "invalid_input",
+)
+
+
+def schema_dir() -> Path:
+    """Where the ``.avsc`` files are: inside the installed package, or the repository."""
+    packaged = Path(__file__).parent / "_schemas" / "avro"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "schemas" / "avro"
+
+
+class _Codec:
+    __slots__ = ("fingerprint", "header", "name", "parsed")
+
+    def __init__(self, name: str, raw: dict[str, Any]) -> None:
+        self.name = name
+        self.parsed = fastavro.parse_schema(raw)
+        canonical = to_parsing_canonical_form(raw)
+        fp = int(fingerprint(canonical, "CRC-64-AVRO"), 16)
+        self.fingerprint = fp
+        self.header = MARKER + struct.pack("<Q", fp)
+
+
+@cache
+def _codecs() -> dict[str, _Codec]:
+    out: dict[str, _Codec] = {}
+    for name in (*_COMMAND_SCHEMAS, "decision"):
+        raw = json.loads((schema_dir() / f"{name}.avsc").read_text(encoding="utf-8"))
+        out[name] = _Codec(name, raw)
+    return out
+
+
+@cache
+def _by_header() -> dict[bytes, _Codec]:
+    return {c.header: c for n, c in _codecs().items() if n != "decision"}
+
+
+def fingerprints() -> dict[str, str]:
+    """Schema name → fingerprint (hex, as written on the wire after the marker)."""
+    return {n: c.header[2:].hex() for n, c in _codecs().items()}
+
+
+def _write(codec: _Codec, record: Mapping[str, Any]) -> bytes:
+    buf = io.BytesIO()
+    buf.write(codec.header)
+    fastavro.schemaless_writer(buf, codec.parsed, record)
+    return buf.getvalue()
+
+
+def encode_command(command: Command) -> bytes:
+    """Encode a command; its ``type`` key (default ``claim``) picks the schema."""
+    kind = cast(str, command.get("type", "claim"))
+    codec = _codecs().get(kind)
+    if codec is None or kind == "decision":
+        raise ValueError(f"unknown command type {kind!r}")
+    return _write(codec, command)
+
+
+def command_type_of(data: bytes) -> str | None:
+    """The command type named by a record's fingerprint, or None if it is not one of ours."""
+    codec = _by_header().get(bytes(data[:_HEADER]))
+    return codec.name if codec else None
+
+
+def _read(codec: _Codec, data: bytes) -> dict[str, Any]:
+    buf = io.BytesIO(data)
+    buf.seek(_HEADER)
+    try:
+        record = fastavro.schemaless_reader(buf, codec.parsed, None)
+    except Exception as exc:  # foreign bytes can fail in many ways inside the decoder
+        raise DecodeError("malformed", f"not a valid {codec.name} record: "
+                          f"{type(exc).__name__}: {exc}"[:300]) from None
+    if buf.tell() != len(data):
+        raise DecodeError("malformed", f"{len(data) - buf.tell()} trailing bytes after "
+                          f"a {codec.name} record")
+    if not isinstance(record, dict):
+        raise DecodeError("malformed", f"not a {codec.name} record")
+    return record
+
+
+def decode_command(data: bytes) -> Command:
+    """Decode one command; raise :class:`DecodeError` for anything else."""
+    if len(data) < _HEADER or data[:2] != MARKER:
+        raise DecodeError("malformed", "not an Avro single-object record (no C3 01 marker)")
+    codec = _by_header().get(bytes(data[:_HEADER]))
+    if codec is None:
+        raise DecodeError("unknown_fingerprint",
+                          f"no command schema has fingerprint {bytes(data[2:_HEADER]).hex()}")
+    record = _read(codec, data)
+    record["type"] = codec.name
+    return cast(Command, record)
+
+
+def encode_decision(decision: Decision) -> bytes:
+    """Encode a decision record."""
+    return _write(_codecs()["decision"], decision)
+
+
+def decode_decision(data: bytes) -> Decision:
+    """Decode a decision record (raise :class:`DecodeError` if it is not one)."""
+    codec = _codecs()["decision"]
+    if len(data) < _HEADER or bytes(data[:_HEADER]) != codec.header:
+        raise DecodeError("unknown_fingerprint", "not a decision record")
+    return cast(Decision, _read(codec, data))
