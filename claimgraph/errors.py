@@ -1,16 +1,16 @@
 """The one exception tree of claimgraph; HTTP and the CLI map it to status and exit codes.
 
-    ClaimgraphError                 root: every error we raise on purpose
-    ├── ConfigError                 bad options, missing data directory, wrong graph
-    ├── SchemaError                 a graph schema (policy YAML) is invalid; carries file and path
-    ├── InputError                  a command given at the edge (JSON, CLI flags) is malformed
-    ├── DecodeError                 bytes on a log are not a record we know (wire contract)
-    ├── VersionError                a read at a version that cannot be served
-    │   ├── VersionNotYetAvailable  above head, and the wait timed out
-    │   └── VersionPruned           below the retention horizon (never a silently wrong answer)
-    ├── UnknownSlotError            a read hit a quarantined slot whose policy is on_unknown: halt
-    ├── IntegrityError              verify/audit found a difference; names the first version
-    └── StorageError                the local store is locked, corrupt or missing
+ClaimgraphError                 root: every error we raise on purpose
+├── ConfigError                 bad options, missing data directory, wrong graph
+├── SchemaError                 a graph schema (policy YAML) is invalid; carries file and path
+├── InputError                  a command given at the edge (JSON, CLI flags) is malformed
+├── DecodeError                 bytes on a log are not a record we know (wire contract)
+├── VersionError                a read at a version that cannot be served
+│   ├── VersionNotYetAvailable  above head, and the wait timed out
+│   └── VersionPruned           below the retention horizon (never a silently wrong answer)
+├── UnknownSlotError            a read hit a quarantined slot whose policy is on_unknown: halt
+├── IntegrityError              verify/audit found a difference; names the first version
+└── StorageError                the local store is locked, corrupt or missing
 """
 
 from __future__ import annotations
@@ -61,8 +61,9 @@ class SchemaError(ClaimgraphError):
 
     def report(self) -> str:
         """All problems, one per line."""
-        return "\n".join(f"{self.source}: {p}: {m}" if p else f"{self.source}: {m}"
-                         for p, m in self.problems)
+        return "\n".join(
+            f"{self.source}: {p}: {m}" if p else f"{self.source}: {m}" for p, m in self.problems
+        )
 
 
 class InputError(ClaimgraphError):
@@ -94,8 +95,7 @@ class VersionNotYetAvailable(VersionError):
         self.head = head
         self.timeout = timeout
         super().__init__(
-            f"version {requested} is not available: head is {head} "
-            f"(waited {timeout:g}s for it)"
+            f"version {requested} is not available: head is {head} (waited {timeout:g}s for it)"
         )
 
 

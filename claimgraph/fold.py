@@ -56,8 +56,14 @@ __all__ = [
 
 SEP = "\x1f"
 VISIBLE, WITHHELD, LOST, SUPERSEDED, RETIRED, DISMISSED = 1, 2, 3, 4, 5, 6
-STATUS_NAMES = {VISIBLE: "visible", WITHHELD: "withheld", LOST: "lost",
-                SUPERSEDED: "superseded", RETIRED: "retired", DISMISSED: "dismissed"}
+STATUS_NAMES = {
+    VISIBLE: "visible",
+    WITHHELD: "withheld",
+    LOST: "lost",
+    SUPERSEDED: "superseded",
+    RETIRED: "retired",
+    DISMISSED: "dismissed",
+}
 _intern = sys.intern
 
 
@@ -94,8 +100,16 @@ class ClaimState:
 
     __slots__ = ("agent", "asserts", "conflict", "edge", "status", "ts", "version")
 
-    def __init__(self, edge: str, agent: str, asserts: bool, ts: int, version: int,
-                 status: int, conflict: str | None) -> None:
+    def __init__(
+        self,
+        edge: str,
+        agent: str,
+        asserts: bool,
+        ts: int,
+        version: int,
+        status: int,
+        conflict: str | None,
+    ) -> None:
         self.edge = edge
         self.agent = agent
         self.asserts = asserts
@@ -244,21 +258,32 @@ class GraphState:
         kind = d["kind"]
         cid = d["command_id"]
         claim = d["claim"]
-        if cid and not (kind == "rejected" and d["reason"] == "duplicate_command"):
-            if claim is None or kind == "rejected":
-                self.other_commands.add(cid)
+        duplicate = kind == "rejected" and d["reason"] == "duplicate_command"
+        if cid and not duplicate and (claim is None or kind == "rejected"):
+            self.other_commands.add(cid)
         if kind == "rejected":
             return ch
         before: dict[str, str] = {}
         conflict_id = d["conflict_id"]
         if claim is not None:
-            key = edge_key(_intern(claim["edge_type"]), _intern(claim["subject_type"]),
-                           claim["subject_id"], _intern(claim["object_type"]),
-                           claim["object_id"])
+            key = edge_key(
+                _intern(claim["edge_type"]),
+                _intern(claim["subject_type"]),
+                claim["subject_id"],
+                _intern(claim["object_type"]),
+                claim["object_id"],
+            )
             self._remember(before, key)
             status = {"accepted": VISIBLE, "conflicted": LOST, "quarantined": WITHHELD}[kind]
-            cs = ClaimState(key, _intern(claim["agent"]), claim["polarity"] == "assert",
-                            claim["asserted_at"], version, LOST, None)
+            cs = ClaimState(
+                key,
+                _intern(claim["agent"]),
+                claim["polarity"] == "assert",
+                claim["asserted_at"],
+                version,
+                LOST,
+                None,
+            )
             self.claims[claim["claim_id"]] = cs
             ch.new_claim = claim
             if status == WITHHELD:
@@ -330,8 +355,15 @@ class GraphState:
         ch.claims.append((claim_id, status))
         ch.touch_edge(key)
 
-    def _withhold(self, claim_id: str, conflict_id: str, d: Decision, version: int,
-                  before: dict[str, str], ch: Changes) -> None:
+    def _withhold(
+        self,
+        claim_id: str,
+        conflict_id: str,
+        d: Decision,
+        version: int,
+        before: dict[str, str],
+        ch: Changes,
+    ) -> None:
         cs = self.claims[claim_id]
         if cs.status == VISIBLE:
             self._hide(claim_id, WITHHELD, before, ch)
@@ -340,7 +372,8 @@ class GraphState:
         conflict = self.conflicts.get(conflict_id)
         if conflict is None:
             conflict = self.conflicts[conflict_id] = ConflictState(
-                conflict_id, cs.edge.split(SEP, 1)[0], version)
+                conflict_id, cs.edge.split(SEP, 1)[0], version
+            )
         for s in self.slots_of(cs.edge):
             if s not in conflict.slots:
                 conflict.slots.append(s)
@@ -369,14 +402,16 @@ class GraphState:
         self.edges[cs.edge].withheld.remove(claim_id)
         cs.conflict = None
 
-    def _maybe_close(self, conflict_id: str, d: Decision, version: int,
-                     before: dict[str, str], ch: Changes) -> None:
+    def _maybe_close(
+        self, conflict_id: str, d: Decision, version: int, before: dict[str, str], ch: Changes
+    ) -> None:
         conflict = self.conflicts.get(conflict_id)
         if conflict is None or not conflict.open or conflict.claims:
             return
         conflict.closed_at = version
         conflict.outcome = {"resolve": "resolved", "retract": "released"}.get(
-            d["command_type"], "emptied")
+            d["command_type"], "emptied"
+        )
         for s in conflict.slots:
             if self.slot_conflict.get(s) == conflict_id:
                 del self.slot_conflict[s]

@@ -66,7 +66,10 @@ class Receipt:
 def _node(n: NodeLike) -> tuple[str, str]:
     if isinstance(n, tuple):
         return n
-    ref = parse_node(n)
+    try:
+        ref = parse_node(n)
+    except ValueError as exc:
+        raise InputError(str(exc).splitlines()[0]) from None
     return ref.type, ref.id
 
 
@@ -75,18 +78,25 @@ def _read_config(path: Path) -> dict[str, Any]:
     try:
         cfg: dict[str, Any] = json.loads(cfg_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"{path} is not a claimgraph data directory "
-                          f"(run: claimgraph --data {path} init)") from None
+        raise ConfigError(
+            f"{path} is not a claimgraph data directory (run: claimgraph --data {path} init)"
+        ) from None
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read {cfg_path}: {exc}") from None
     if cfg.get("layout") != LAYOUT:
-        raise ConfigError(f"{path} has layout {cfg.get('layout')!r}; this claimgraph reads "
-                          f"layout {LAYOUT}")
+        raise ConfigError(
+            f"{path} has layout {cfg.get('layout')!r}; this claimgraph reads layout {LAYOUT}"
+        )
     return cfg
 
 
-def open_graph(path: str | Path, *, create: bool = False, graph: str | None = None,
-               progress: Progress | None = None) -> Graph:
+def open_graph(
+    path: str | Path,
+    *,
+    create: bool = False,
+    graph: str | None = None,
+    progress: Progress | None = None,
+) -> Graph:
     """Open (or with ``create=True`` initialise) the embedded graph in ``path``."""
     p = Path(path)
     if create:
@@ -97,8 +107,7 @@ def open_graph(path: str | Path, *, create: bool = False, graph: str | None = No
             if graph is not None and cfg["graph"] != graph:
                 raise ConfigError(f"{p} already holds graph {cfg['graph']!r}, not {graph!r}")
         else:
-            cfg = {"graph": graph or DEFAULT_GRAPH, "layout": LAYOUT,
-                   "created_at": now_millis()}
+            cfg = {"graph": graph or DEFAULT_GRAPH, "layout": LAYOUT, "created_at": now_millis()}
             cfg_path.write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
     else:
         cfg = _read_config(p)
@@ -148,8 +157,7 @@ class Graph:
 
     def append(self, commands: Iterable[Command | bytes]) -> list[int]:
         """Append commands (or raw records) to the commands log without deciding them."""
-        values = [c if isinstance(c, bytes | bytearray) else encode_command(c)
-                  for c in commands]
+        values = [c if isinstance(c, bytes | bytearray) else encode_command(c) for c in commands]
         with self._lock:
             return self.logs.commands.append(values)
 
@@ -183,24 +191,48 @@ class Graph:
     def _one(self, command: Command) -> Receipt:
         return self.submit([command])[0]
 
-    def claim(self, edge_type: str, subject: NodeLike, obj: NodeLike, *, agent: str,
-              task: str = "", polarity: str = "assert", confidence: float = 1.0,
-              evidence: Sequence[str] = (), reasoning: str = "",
-              asserted_at: int | str | None = None, based_on_version: int | None = None,
-              properties: dict[str, str] | None = None, run_id: str | None = None,
-              command_id: str | None = None) -> Receipt:
+    def claim(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        agent: str,
+        task: str = "",
+        polarity: str = "assert",
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        reasoning: str = "",
+        asserted_at: int | str | None = None,
+        based_on_version: int | None = None,
+        properties: dict[str, str] | None = None,
+        run_id: str | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
         """Assert (or with ``polarity='deny'`` deny) an edge."""
         s, o = _node(subject), _node(obj)
-        return self._one({
-            "type": "claim", "command_id": command_id or str(uuid.uuid4()),
-            "graph": self.name, "agent": agent, "task": task, "run_id": run_id,
-            "edge_type": edge_type, "subject_type": s[0], "subject_id": s[1],
-            "object_type": o[0], "object_id": o[1], "polarity": polarity,
-            "confidence": float(confidence), "evidence": list(evidence),
-            "reasoning": reasoning,
-            "asserted_at": now_millis() if asserted_at is None else to_millis(asserted_at),
-            "based_on_version": based_on_version, "properties": dict(properties or {}),
-        })
+        return self._one(
+            {
+                "type": "claim",
+                "command_id": command_id or str(uuid.uuid4()),
+                "graph": self.name,
+                "agent": agent,
+                "task": task,
+                "run_id": run_id,
+                "edge_type": edge_type,
+                "subject_type": s[0],
+                "subject_id": s[1],
+                "object_type": o[0],
+                "object_id": o[1],
+                "polarity": polarity,
+                "confidence": float(confidence),
+                "evidence": list(evidence),
+                "reasoning": reasoning,
+                "asserted_at": now_millis() if asserted_at is None else to_millis(asserted_at),
+                "based_on_version": based_on_version,
+                "properties": dict(properties or {}),
+            }
+        )
 
     def assert_(self, edge_type: str, subject: NodeLike, obj: NodeLike, **kw: Any) -> Receipt:
         """Assert that an edge holds (see :meth:`claim`)."""
@@ -210,50 +242,126 @@ class Graph:
         """Deny that an edge holds (see :meth:`claim`)."""
         return self.claim(edge_type, subject, obj, polarity="deny", **kw)
 
-    def retract(self, claim_id: str, *, agent: str, task: str = "", reason: str = "",
-                command_id: str | None = None) -> Receipt:
+    def retract(
+        self,
+        claim_id: str,
+        *,
+        agent: str,
+        task: str = "",
+        reason: str = "",
+        command_id: str | None = None,
+    ) -> Receipt:
         """Withdraw one's own claim (retirement: gone from head, readable before)."""
-        return self._one({"type": "retract", "command_id": command_id or str(uuid.uuid4()),
-                          "graph": self.name, "agent": agent, "task": task, "run_id": None,
-                          "claim_id": claim_id, "reason": reason})
+        return self._one(
+            {
+                "type": "retract",
+                "command_id": command_id or str(uuid.uuid4()),
+                "graph": self.name,
+                "agent": agent,
+                "task": task,
+                "run_id": None,
+                "claim_id": claim_id,
+                "reason": reason,
+            }
+        )
 
-    def resolve(self, conflict_id: str, *, agent: str, winner: str | None,
-                resolver: str = "human", rationale: str = "", task: str = "",
-                command_id: str | None = None) -> Receipt:
+    def resolve(
+        self,
+        conflict_id: str,
+        *,
+        agent: str,
+        winner: str | None,
+        resolver: str = "human",
+        rationale: str = "",
+        task: str = "",
+        command_id: str | None = None,
+    ) -> Receipt:
         """A resolver's verdict: ``winner`` (a claim id) or ``None`` to reject every claim."""
-        return self._one({"type": "resolve", "command_id": command_id or str(uuid.uuid4()),
-                          "graph": self.name, "agent": agent, "task": task,
-                          "conflict_id": conflict_id, "winner": winner,
-                          "resolver": resolver, "rationale": rationale})
+        return self._one(
+            {
+                "type": "resolve",
+                "command_id": command_id or str(uuid.uuid4()),
+                "graph": self.name,
+                "agent": agent,
+                "task": task,
+                "conflict_id": conflict_id,
+                "winner": winner,
+                "resolver": resolver,
+                "rationale": rationale,
+            }
+        )
 
-    def publish_schema(self, document: str, *, agent: str, source: str = "<inline>",
-                       task: str = "", command_id: str | None = None) -> Receipt:
+    def publish_schema(
+        self,
+        document: str,
+        *,
+        agent: str,
+        source: str = "<inline>",
+        task: str = "",
+        command_id: str | None = None,
+    ) -> Receipt:
         """Publish a graph schema document (YAML) as ``agent`` (an admin)."""
-        return self._one({"type": "publish_schema",
-                          "command_id": command_id or str(uuid.uuid4()), "graph": self.name,
-                          "agent": agent, "task": task, "document": document,
-                          "source": source})
+        return self._one(
+            {
+                "type": "publish_schema",
+                "command_id": command_id or str(uuid.uuid4()),
+                "graph": self.name,
+                "agent": agent,
+                "task": task,
+                "document": document,
+                "source": source,
+            }
+        )
 
-    def grant(self, grantee_agent: str, edge_type: str, *, agent: str,
-              grantee_task: str = "*", expires_at: int | str | None = None,
-              command_id: str | None = None) -> Receipt:
+    def grant(
+        self,
+        grantee_agent: str,
+        edge_type: str,
+        *,
+        agent: str,
+        grantee_task: str = "*",
+        expires_at: int | str | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
         """Grant extra write scope (admin only), optionally until ``expires_at`` (log time)."""
-        return self._one({"type": "grant", "command_id": command_id or str(uuid.uuid4()),
-                          "graph": self.name, "agent": agent, "task": "",
-                          "grantee_agent": grantee_agent, "grantee_task": grantee_task,
-                          "edge_type": edge_type,
-                          "expires_at": None if expires_at is None else to_millis(expires_at)})
+        return self._one(
+            {
+                "type": "grant",
+                "command_id": command_id or str(uuid.uuid4()),
+                "graph": self.name,
+                "agent": agent,
+                "task": "",
+                "grantee_agent": grantee_agent,
+                "grantee_task": grantee_task,
+                "edge_type": edge_type,
+                "expires_at": None if expires_at is None else to_millis(expires_at),
+            }
+        )
 
     def revoke(self, grant_id: str, *, agent: str, command_id: str | None = None) -> Receipt:
         """Revoke a grant (admin only)."""
-        return self._one({"type": "revoke", "command_id": command_id or str(uuid.uuid4()),
-                          "graph": self.name, "agent": agent, "task": "",
-                          "grant_id": grant_id})
+        return self._one(
+            {
+                "type": "revoke",
+                "command_id": command_id or str(uuid.uuid4()),
+                "graph": self.name,
+                "agent": agent,
+                "task": "",
+                "grant_id": grant_id,
+            }
+        )
 
     def tick(self, *, agent: str = "ticker") -> Receipt:
         """Write a tick: time advances for the governor only through the log."""
-        return self._one({"type": "tick", "command_id": str(uuid.uuid4()),
-                          "graph": self.name, "agent": agent, "task": ""})
+        return self._one(
+            {
+                "type": "tick",
+                "command_id": str(uuid.uuid4()),
+                "graph": self.name,
+                "agent": agent,
+                "task": "",
+            }
+        )
 
     # -- versions -------------------------------------------------------------------------------
 
@@ -278,38 +386,72 @@ class Graph:
         if at is None:
             return self.head()
         if at < -1:
-            raise InputError(f"version {at} does not exist: versions start at 0 "
-                             "(-1 is the empty graph)")
+            raise InputError(
+                f"version {at} does not exist: versions start at 0 (-1 is the empty graph)"
+            )
         self.wait_for(at, timeout)
         return at
 
     # -- reads ----------------------------------------------------------------------------------
 
-    def edge(self, edge_type: str, subject: NodeLike, obj: NodeLike, *, at: int | None = None,
-             timeout: float = 0.0) -> EdgeView:
+    def edge(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> EdgeView:
         """One edge as of ``at``: present, absent or unknown (with the conflict id)."""
         return self.reader.edge(edge_type, _node(subject), _node(obj), self._at(at, timeout))
 
-    def slot(self, edge_type: str, node: NodeLike, *, direction: str = "out",
-             at: int | None = None, timeout: float = 0.0) -> SlotView:
+    def slot(
+        self,
+        edge_type: str,
+        node: NodeLike,
+        *,
+        direction: str = "out",
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> SlotView:
         """What an exclusive slot holds as of ``at``."""
         return self.reader.slot(edge_type, _node(node), self._at(at, timeout), direction)
 
-    def neighbors(self, node: NodeLike, *, edge_type: str | None = None,
-                  direction: str = "out", at: int | None = None, timeout: float = 0.0,
-                  include_absent: bool = False) -> list[NeighborView]:
+    def neighbors(
+        self,
+        node: NodeLike,
+        *,
+        edge_type: str | None = None,
+        direction: str = "out",
+        at: int | None = None,
+        timeout: float = 0.0,
+        include_absent: bool = False,
+    ) -> list[NeighborView]:
         """The node's neighbours as of ``at`` (present and unknown edges)."""
-        return self.reader.neighbors(_node(node), self._at(at, timeout), edge_type=edge_type,
-                                     direction=direction, include_absent=include_absent)
+        return self.reader.neighbors(
+            _node(node),
+            self._at(at, timeout),
+            edge_type=edge_type,
+            direction=direction,
+            include_absent=include_absent,
+        )
 
-    def history(self, edge_type: str, subject: NodeLike, obj: NodeLike, *,
-                at: int | None = None, timeout: float = 0.0) -> list[dict[str, Any]]:
+    def history(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> list[dict[str, Any]]:
         """Every decision that touched the edge, up to ``at``."""
-        return self.reader.history(edge_type, _node(subject), _node(obj),
-                                   self._at(at, timeout))
+        return self.reader.history(edge_type, _node(subject), _node(obj), self._at(at, timeout))
 
-    def quarantine(self, *, at: int | None = None, timeout: float = 0.0,
-                   include_closed: bool = False) -> list[dict[str, Any]]:
+    def quarantine(
+        self, *, at: int | None = None, timeout: float = 0.0, include_closed: bool = False
+    ) -> list[dict[str, Any]]:
         """Open conflicts as of ``at`` (and closed ones with ``include_closed``)."""
         return self.reader.quarantine(self._at(at, timeout), include_closed=include_closed)
 
@@ -327,5 +469,6 @@ class Graph:
 
     def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
         """Decisions from the decisions log: (version, decision)."""
-        return [(r.offset, decode_decision(r.value))
-                for r in self.logs.decisions.read(start, limit)]
+        return [
+            (r.offset, decode_decision(r.value)) for r in self.logs.decisions.read(start, limit)
+        ]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     BaseModel,
@@ -47,8 +47,9 @@ def to_millis(value: int | float | str | datetime) -> int:
         try:
             dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            raise ValueError(f"{value!r} is not an ISO 8601 time such as "
-                             "2026-11-29T10:00:00Z") from None
+            raise ValueError(
+                f"{value!r} is not an ISO 8601 time such as 2026-11-29T10:00:00Z"
+            ) from None
         value = dt
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
@@ -76,8 +77,7 @@ def parse_node(value: Any) -> NodeRef:
     if isinstance(value, str):
         t, sep, i = value.partition(":")
         if not sep or not t or not i:
-            raise ValueError(f"{value!r} is not a node: expected 'type:id', "
-                             "e.g. service:checkout")
+            raise ValueError(f"{value!r} is not a node: expected 'type:id', e.g. service:checkout")
         return NodeRef(type=t, id=i)
     if isinstance(value, dict):
         return NodeRef.model_validate(value)
@@ -95,8 +95,12 @@ class _Base(BaseModel):
     task: Annotated[str, Field(max_length=LIMITS["id"])] = ""
 
     def envelope(self, graph: str) -> dict[str, Any]:
-        return {"command_id": self.command_id or str(uuid.uuid4()),
-                "graph": self.graph or graph, "agent": self.agent, "task": self.task}
+        return {
+            "command_id": self.command_id or str(uuid.uuid4()),
+            "graph": self.graph or graph,
+            "agent": self.agent,
+            "task": self.task,
+        }
 
 
 class ClaimIn(_Base):
@@ -106,13 +110,17 @@ class ClaimIn(_Base):
     object: Node
     run_id: Id | None = None
     confidence: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 1.0
-    evidence: Annotated[list[Annotated[str, Field(max_length=LIMITS["evidence_item"])]],
-                        Field(max_length=LIMITS["evidence_items"])] = []
+    evidence: Annotated[
+        list[Annotated[str, Field(max_length=LIMITS["evidence_item"])]],
+        Field(max_length=LIMITS["evidence_items"]),
+    ] = []
     reasoning: Annotated[str, Field(max_length=LIMITS["reasoning"])] = ""
     asserted_at: int | float | str | datetime | None = None
     based_on_version: Annotated[int, Field(ge=-1)] | None = None
-    properties: Annotated[dict[Id, Annotated[str, Field(max_length=LIMITS["property_value"])]],
-                          Field(max_length=LIMITS["properties"])] = {}
+    properties: Annotated[
+        dict[Id, Annotated[str, Field(max_length=LIMITS["property_value"])]],
+        Field(max_length=LIMITS["properties"]),
+    ] = {}
 
     @field_validator("subject", "object", mode="before")
     @classmethod
@@ -125,16 +133,28 @@ class ClaimIn(_Base):
         return None if v is None else to_millis(v)
 
     def to_command(self, graph: str) -> Command:
-        return {**self.envelope(graph), "type": "claim", "run_id": self.run_id,  # type: ignore[typeddict-item]
-                "edge_type": self.edge_type, "subject_type": self.subject.type,
-                "subject_id": self.subject.id, "object_type": self.object.type,
-                "object_id": self.object.id, "polarity": self.type,
-                "confidence": float(self.confidence), "evidence": list(self.evidence),
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "claim",
+                "run_id": self.run_id,
+                "edge_type": self.edge_type,
+                "subject_type": self.subject.type,
+                "subject_id": self.subject.id,
+                "object_type": self.object.type,
+                "object_id": self.object.id,
+                "polarity": self.type,
+                "confidence": float(self.confidence),
+                "evidence": list(self.evidence),
                 "reasoning": self.reasoning,
-                "asserted_at": self.asserted_at if isinstance(self.asserted_at, int)
+                "asserted_at": self.asserted_at
+                if isinstance(self.asserted_at, int)
                 else now_millis(),
                 "based_on_version": self.based_on_version,
-                "properties": dict(self.properties)}
+                "properties": dict(self.properties),
+            },
+        )
 
 
 class RetractIn(_Base):
@@ -144,8 +164,16 @@ class RetractIn(_Base):
     reason: Annotated[str, Field(max_length=LIMITS["reasoning"])] = ""
 
     def to_command(self, graph: str) -> Command:
-        return {**self.envelope(graph), "type": "retract", "run_id": self.run_id,  # type: ignore[typeddict-item]
-                "claim_id": self.claim_id, "reason": self.reason}
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "retract",
+                "run_id": self.run_id,
+                "claim_id": self.claim_id,
+                "reason": self.reason,
+            },
+        )
 
 
 class ResolveIn(_Base):
@@ -159,9 +187,17 @@ class ResolveIn(_Base):
     def to_command(self, graph: str) -> Command:
         if (self.winner is None) == (not self.reject_all):
             raise ValueError("give exactly one of winner or reject_all: true")
-        return {**self.envelope(graph), "type": "resolve",  # type: ignore[typeddict-item]
-                "conflict_id": self.conflict_id, "winner": self.winner,
-                "resolver": self.resolver, "rationale": self.rationale}
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "resolve",
+                "conflict_id": self.conflict_id,
+                "winner": self.winner,
+                "resolver": self.resolver,
+                "rationale": self.rationale,
+            },
+        )
 
 
 class PublishSchemaIn(_Base):
@@ -170,8 +206,15 @@ class PublishSchemaIn(_Base):
     source: Annotated[str, Field(max_length=LIMITS["id"])] = "<inline>"
 
     def to_command(self, graph: str) -> Command:
-        return {**self.envelope(graph), "type": "publish_schema",  # type: ignore[typeddict-item]
-                "document": self.document, "source": self.source}
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "publish_schema",
+                "document": self.document,
+                "source": self.source,
+            },
+        )
 
 
 class GrantIn(_Base):
@@ -187,10 +230,17 @@ class GrantIn(_Base):
         return None if v is None else to_millis(v)
 
     def to_command(self, graph: str) -> Command:
-        return {**self.envelope(graph), "type": "grant",  # type: ignore[typeddict-item]
-                "grantee_agent": self.grantee_agent, "grantee_task": self.grantee_task,
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "grant",
+                "grantee_agent": self.grantee_agent,
+                "grantee_task": self.grantee_task,
                 "edge_type": self.edge_type,
-                "expires_at": self.expires_at if isinstance(self.expires_at, int) else None}
+                "expires_at": self.expires_at if isinstance(self.expires_at, int) else None,
+            },
+        )
 
 
 class RevokeIn(_Base):
@@ -198,19 +248,27 @@ class RevokeIn(_Base):
     grant_id: Id
 
     def to_command(self, graph: str) -> Command:
-        return {**self.envelope(graph), "type": "revoke",  # type: ignore[typeddict-item]
-                "grant_id": self.grant_id}
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "revoke",
+                "grant_id": self.grant_id,
+            },
+        )
 
 
 class TickIn(_Base):
     type: Literal["tick"]
 
     def to_command(self, graph: str) -> Command:
-        return {**self.envelope(graph), "type": "tick"}  # type: ignore[typeddict-item]
+        return cast(Command, {**self.envelope(graph), "type": "tick"})
 
 
-CommandIn = Annotated[ClaimIn | RetractIn | ResolveIn | PublishSchemaIn | GrantIn | RevokeIn
-                      | TickIn, Field(discriminator="type")]
+CommandIn = Annotated[
+    ClaimIn | RetractIn | ResolveIn | PublishSchemaIn | GrantIn | RevokeIn | TickIn,
+    Field(discriminator="type"),
+]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(CommandIn)
 
 
@@ -220,8 +278,10 @@ def _explain(exc: ValidationError) -> str:
         loc = ".".join(str(x) for x in e["loc"] if not str(x).endswith("In"))
         msg = e["msg"]
         if e["type"] == "union_tag_invalid":
-            msg = ("unknown type; expected one of assert, deny, retract, resolve, "
-                   "publish_schema, grant, revoke, tick")
+            msg = (
+                "unknown type; expected one of assert, deny, retract, resolve, "
+                "publish_schema, grant, revoke, tick"
+            )
         if e["type"] == "union_tag_not_found":
             msg = "missing 'type' (assert, deny, retract, resolve, publish_schema, ...)"
         parts.append(f"{loc}: {msg}" if loc else msg)

@@ -159,12 +159,15 @@ class _Checker:
     def fail(self, path: str, message: str) -> None:
         self.problems.append((path, message))
 
-    def keys(self, node: dict[str, Any], path: str, allowed: tuple[str, ...],
-             required: tuple[str, ...]) -> None:
+    def keys(
+        self, node: dict[str, Any], path: str, allowed: tuple[str, ...], required: tuple[str, ...]
+    ) -> None:
         for k in node:
             if k not in allowed:
-                self.fail(f"{path}.{k}" if path else str(k),
-                          f"unknown key {k!r}; expected one of: {', '.join(allowed)}")
+                self.fail(
+                    f"{path}.{k}" if path else str(k),
+                    f"unknown key {k!r}; expected one of: {', '.join(allowed)}",
+                )
         for k in required:
             if k not in node:
                 self.fail(path or "(top level)", f"missing required key {k!r}")
@@ -174,8 +177,11 @@ class _Checker:
             self.fail(path, f"expected a {what} name (string), got {_kind(value)}")
             return None
         if not _NAME.match(value):
-            self.fail(path, f"{value!r} is not a valid {what} name: expected a letter, then "
-                      "letters, digits, '_', '.', ':' or '-' (at most 128 characters)")
+            self.fail(
+                path,
+                f"{value!r} is not a valid {what} name: expected a letter, then "
+                "letters, digits, '_', '.', ':' or '-' (at most 128 characters)",
+            )
             return None
         return value
 
@@ -204,14 +210,32 @@ class _Checker:
 def _kind(value: Any) -> str:
     if value is None:
         return "nothing"
-    return {dict: "a mapping", list: "a list", str: f"the string {value!r}"[:80],
-            bool: "a boolean", int: "a number", float: "a number"}.get(type(value),
-                                                                      type(value).__name__)
+    return {
+        dict: "a mapping",
+        list: "a list",
+        str: f"the string {value!r}"[:80],
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
 
 
-_EDGE_KEYS = ("name", "subject", "object", "writers", "cardinality", "conflict_policy",
-              "on_stale", "on_unknown", "domain", "fallback", "merge", "quarantine",
-              "resolvers", "description")
+_EDGE_KEYS = (
+    "name",
+    "subject",
+    "object",
+    "writers",
+    "cardinality",
+    "conflict_policy",
+    "on_stale",
+    "on_unknown",
+    "domain",
+    "fallback",
+    "merge",
+    "quarantine",
+    "resolvers",
+    "description",
+)
 
 
 def _edge_type(c: _Checker, raw: Any, path: str, nodes: set[str]) -> EdgeType | None:
@@ -219,8 +243,12 @@ def _edge_type(c: _Checker, raw: Any, path: str, nodes: set[str]) -> EdgeType | 
         c.fail(path, f"expected a mapping describing an edge type, got {_kind(raw)}")
         return None
     before = len(c.problems)
-    c.keys(raw, path, _EDGE_KEYS, ("name", "subject", "object", "writers", "cardinality",
-                                   "conflict_policy"))
+    c.keys(
+        raw,
+        path,
+        _EDGE_KEYS,
+        ("name", "subject", "object", "writers", "cardinality", "conflict_policy"),
+    )
     name = c.name(raw.get("name"), f"{path}.name", "edge type") if "name" in raw else None
     ends: list[str | None] = []
     for end in ("subject", "object"):
@@ -229,8 +257,11 @@ def _edge_type(c: _Checker, raw: Any, path: str, nodes: set[str]) -> EdgeType | 
             continue
         v = c.name(raw[end], f"{path}.{end}", "node type")
         if v is not None and v not in nodes:
-            c.fail(f"{path}.{end}", f"node type {v!r} is not declared in node_types "
-                   f"(declared: {', '.join(sorted(nodes)) or 'none'})")
+            c.fail(
+                f"{path}.{end}",
+                f"node type {v!r} is not declared in node_types "
+                f"(declared: {', '.join(sorted(nodes)) or 'none'})",
+            )
         ends.append(v)
     writers: list[Writer] = []
     w = raw.get("writers")
@@ -238,8 +269,11 @@ def _edge_type(c: _Checker, raw: Any, path: str, nodes: set[str]) -> EdgeType | 
         c.fail(f"{path}.writers", f"expected a list of {{agent, task}} entries, got {_kind(w)}")
     elif isinstance(w, list):
         if not w:
-            c.fail(f"{path}.writers", "expected at least one writer (use grants for "
-                   "temporary scope, or agent: '*' deliberately)")
+            c.fail(
+                f"{path}.writers",
+                "expected at least one writer (use grants for "
+                "temporary scope, or agent: '*' deliberately)",
+            )
         for i, entry in enumerate(w):
             wp = f"{path}.writers[{i}]"
             if not isinstance(entry, dict):
@@ -250,18 +284,33 @@ def _edge_type(c: _Checker, raw: Any, path: str, nodes: set[str]) -> EdgeType | 
             t = c.pattern(entry.get("task", "*"), f"{wp}.task")
             if a and t:
                 writers.append(Writer(a, t))
-    card = c.choice(raw.get("cardinality"), f"{path}.cardinality",
-                    tuple(x.value for x in Cardinality)) if "cardinality" in raw else None
-    policy = c.choice(raw.get("conflict_policy"), f"{path}.conflict_policy",
-                      tuple(x.value for x in ConflictPolicy)) if "conflict_policy" in raw else None
-    on_stale = c.choice(raw.get("on_stale", "reject"), f"{path}.on_stale",
-                        tuple(x.value for x in OnStale))
-    on_unknown = c.choice(raw.get("on_unknown", "unknown"), f"{path}.on_unknown",
-                          tuple(x.value for x in OnUnknown))
+    card = (
+        c.choice(raw.get("cardinality"), f"{path}.cardinality", tuple(x.value for x in Cardinality))
+        if "cardinality" in raw
+        else None
+    )
+    policy = (
+        c.choice(
+            raw.get("conflict_policy"),
+            f"{path}.conflict_policy",
+            tuple(x.value for x in ConflictPolicy),
+        )
+        if "conflict_policy" in raw
+        else None
+    )
+    on_stale = c.choice(
+        raw.get("on_stale", "reject"), f"{path}.on_stale", tuple(x.value for x in OnStale)
+    )
+    on_unknown = c.choice(
+        raw.get("on_unknown", "unknown"), f"{path}.on_unknown", tuple(x.value for x in OnUnknown)
+    )
     domain = raw.get("domain", "general")
     if not isinstance(domain, str) or not _NAME.match(domain):
-        c.fail(f"{path}.domain", f"expected a domain name such as payment, refund, "
-               f"permission, recommendation, search or general, got {_kind(domain)}")
+        c.fail(
+            f"{path}.domain",
+            f"expected a domain name such as payment, refund, "
+            f"permission, recommendation, search or general, got {_kind(domain)}",
+        )
         domain = "general"
     fallback = _fallback(c, raw.get("fallback"), f"{path}.fallback", domain)
     margin = 0.1
@@ -277,8 +326,10 @@ def _edge_type(c: _Checker, raw: Any, path: str, nodes: set[str]) -> EdgeType | 
             else:
                 margin = float(m)
             if policy != ConflictPolicy.CONFIDENCE_WEIGHTED_MERGE.value:
-                c.fail(f"{path}.merge", "only meaningful with conflict_policy: "
-                       "confidence-weighted-merge")
+                c.fail(
+                    f"{path}.merge",
+                    "only meaningful with conflict_policy: confidence-weighted-merge",
+                )
     q = raw.get("quarantine")
     if q is not None and not isinstance(q, dict):
         c.fail(f"{path}.quarantine", f"expected a mapping of exit conditions, got {_kind(q)}")
@@ -286,29 +337,48 @@ def _edge_type(c: _Checker, raw: Any, path: str, nodes: set[str]) -> EdgeType | 
     if not isinstance(desc, str):
         c.fail(f"{path}.description", f"expected text, got {_kind(desc)}")
         desc = ""
-    if len(c.problems) != before or name is None or None in ends or card is None \
-            or policy is None or on_stale is None or on_unknown is None:
+    if (
+        len(c.problems) != before
+        or name is None
+        or None in ends
+        or card is None
+        or policy is None
+        or on_stale is None
+        or on_unknown is None
+    ):
         return None
     assert ends[0] is not None and ends[1] is not None
-    return EdgeType(name=name, subject=ends[0], object=ends[1], writers=tuple(writers),
-                    cardinality=Cardinality(card), conflict_policy=ConflictPolicy(policy),
-                    on_stale=OnStale(on_stale), on_unknown=OnUnknown(on_unknown),
-                    domain=domain, fallback=fallback, merge_margin=margin, description=desc)
+    return EdgeType(
+        name=name,
+        subject=ends[0],
+        object=ends[1],
+        writers=tuple(writers),
+        cardinality=Cardinality(card),
+        conflict_policy=ConflictPolicy(policy),
+        on_stale=OnStale(on_stale),
+        on_unknown=OnUnknown(on_unknown),
+        domain=domain,
+        fallback=fallback,
+        merge_margin=margin,
+        description=desc,
+    )
 
 
 def _fallback(c: _Checker, raw: Any, path: str, domain: str) -> Fallback:
     default_mode = DOMAIN_FALLBACKS.get(domain, "escalate")
     if raw is None:
         if default_mode != "escalate":
-            c.fail(path, f"domain {domain!r} needs a fallback value ({default_mode}): "
-                   "e.g. fallback: {value: REJECT}")
+            c.fail(
+                path,
+                f"domain {domain!r} needs a fallback value ({default_mode}): "
+                "e.g. fallback: {value: REJECT}",
+            )
         return Fallback(default_mode)
     if not isinstance(raw, dict):
         c.fail(path, f"expected a mapping {{mode: ..., value: ...}}, got {_kind(raw)}")
         return Fallback(default_mode)
     c.keys(raw, path, ("mode", "value"), ())
-    mode = c.choice(raw.get("mode", default_mode), f"{path}.mode", FALLBACK_MODES) \
-        or default_mode
+    mode = c.choice(raw.get("mode", default_mode), f"{path}.mode", FALLBACK_MODES) or default_mode
     value = raw.get("value")
     if value is not None and not isinstance(value, str):
         c.fail(f"{path}.value", f"expected a string value, got {_kind(value)}")
@@ -331,10 +401,15 @@ def parse_schema(document: str, source: str = "<schema>") -> GraphSchema:
         raise SchemaError(source, [(where, f"not valid YAML: {problem}")]) from None
     c = _Checker()
     if not isinstance(raw, dict):
-        raise SchemaError(source, [("", f"expected a mapping with node_types and edge_types, "
-                                        f"got {_kind(raw)}")])
-    c.keys(raw, "", ("graph", "description", "principals", "node_types", "edge_types"),
-           ("node_types", "edge_types"))
+        raise SchemaError(
+            source, [("", f"expected a mapping with node_types and edge_types, got {_kind(raw)}")]
+        )
+    c.keys(
+        raw,
+        "",
+        ("graph", "description", "principals", "node_types", "edge_types"),
+        ("node_types", "edge_types"),
+    )
     nodes: set[str] = set()
     nt = raw.get("node_types")
     if "node_types" in raw and not isinstance(nt, list):
@@ -351,15 +426,20 @@ def parse_schema(document: str, source: str = "<schema>") -> GraphSchema:
     pr = raw.get("principals")
     if pr is not None:
         if not isinstance(pr, dict):
-            c.fail("principals", f"expected a mapping {{admins: [...], resolvers: [...]}}, "
-                   f"got {_kind(pr)}")
+            c.fail(
+                "principals",
+                f"expected a mapping {{admins: [...], resolvers: [...]}}, got {_kind(pr)}",
+            )
         else:
             c.keys(pr, "principals", ("admins", "resolvers"), ("admins",))
             admins = c.patterns(pr.get("admins"), "principals.admins")
             resolvers = c.patterns(pr.get("resolvers"), "principals.resolvers")
     else:
-        c.fail("principals", "missing: name at least one admin "
-               "(principals: {admins: [admin]}) so the schema can be changed later")
+        c.fail(
+            "principals",
+            "missing: name at least one admin "
+            "(principals: {admins: [admin]}) so the schema can be changed later",
+        )
     edges: dict[str, EdgeType] = {}
     et = raw.get("edge_types")
     if "edge_types" in raw and not isinstance(et, list):
@@ -369,14 +449,20 @@ def parse_schema(document: str, source: str = "<schema>") -> GraphSchema:
             parsed = _edge_type(c, e, f"edge_types[{i}]", nodes)
             if parsed is not None:
                 if parsed.name in edges:
-                    c.fail(f"edge_types[{i}].name", f"edge type {parsed.name!r} is declared "
-                           "twice")
+                    c.fail(f"edge_types[{i}].name", f"edge type {parsed.name!r} is declared twice")
                 edges[parsed.name] = parsed
     if c.problems:
         raise SchemaError(source, c.problems)
     digest = hashlib.sha256(document.encode("utf-8")).hexdigest()[:16]
-    return GraphSchema(node_types=frozenset(nodes), edge_types=edges, admins=admins,
-                       resolvers=resolvers, digest=digest, source=source, document=document)
+    return GraphSchema(
+        node_types=frozenset(nodes),
+        edge_types=edges,
+        admins=admins,
+        resolvers=resolvers,
+        digest=digest,
+        source=source,
+        document=document,
+    )
 
 
 def load_schema_file(path: str) -> GraphSchema:

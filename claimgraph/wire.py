@@ -120,11 +120,13 @@ def _read(codec: _Codec, data: bytes) -> dict[str, Any]:
     try:
         record = fastavro.schemaless_reader(buf, codec.parsed, None)
     except Exception as exc:  # foreign bytes can fail in many ways inside the decoder
-        raise DecodeError("malformed", f"not a valid {codec.name} record: "
-                          f"{type(exc).__name__}: {exc}"[:300]) from None
+        raise DecodeError(
+            "malformed", f"not a valid {codec.name} record: {type(exc).__name__}: {exc}"[:300]
+        ) from None
     if buf.tell() != len(data):
-        raise DecodeError("malformed", f"{len(data) - buf.tell()} trailing bytes after "
-                          f"a {codec.name} record")
+        raise DecodeError(
+            "malformed", f"{len(data) - buf.tell()} trailing bytes after a {codec.name} record"
+        )
     if not isinstance(record, dict):
         raise DecodeError("malformed", f"not a {codec.name} record")
     return record
@@ -136,8 +138,10 @@ def decode_command(data: bytes) -> Command:
         raise DecodeError("malformed", "not an Avro single-object record (no C3 01 marker)")
     codec = _by_header().get(bytes(data[:_HEADER]))
     if codec is None:
-        raise DecodeError("unknown_fingerprint",
-                          f"no command schema has fingerprint {bytes(data[2:_HEADER]).hex()}")
+        raise DecodeError(
+            "unknown_fingerprint",
+            f"no command schema has fingerprint {bytes(data[2:_HEADER]).hex()}",
+        )
     record = _read(codec, data)
     record["type"] = codec.name
     return cast(Command, record)

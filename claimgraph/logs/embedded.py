@@ -40,8 +40,9 @@ def open_rdict(path: Path, *, create: bool) -> Rdict:
     except Exception as exc:
         msg = str(exc)
         if "lock" in msg.lower():
-            raise StorageError(f"{path} is in use by another claimgraph process "
-                               f"(RocksDB lock held)") from None
+            raise StorageError(
+                f"{path} is in use by another claimgraph process (RocksDB lock held)"
+            ) from None
         raise StorageError(f"cannot open {path}: {msg}") from None
 
 
@@ -60,8 +61,9 @@ class EmbeddedLog:
         self._store.write(wb)
         return offsets
 
-    def stage(self, wb: WriteBatch, values: Sequence[bytes],
-              timestamps: Sequence[int] | None = None) -> list[int]:
+    def stage(
+        self, wb: WriteBatch, values: Sequence[bytes], timestamps: Sequence[int] | None = None
+    ) -> list[int]:
         """Put records into ``wb`` (the caller writes it); advances the end optimistically."""
         ts = max(_wall_ms(), self._last_ts)
         start = self._end

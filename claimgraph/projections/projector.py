@@ -27,8 +27,9 @@ _APPLIED = META + b"applied"
 _GRAPH = META + b"graph"
 
 
-def adjacency_entity(node_type: str, node_id: str, direction: str, edge_type: str,
-                     other_type: str, other_id: str) -> str:
+def adjacency_entity(
+    node_type: str, node_id: str, direction: str, edge_type: str, other_type: str, other_id: str
+) -> str:
     return SEP.join((node_type, node_id, direction, edge_type, other_type, other_id))
 
 
@@ -105,10 +106,14 @@ class Projector:
             value = dumps([state, conflict, visible])
             wb.put(entity_key(EDGE, key, version), value)
             t, s_type, s_id, o_type, o_id = key.split(SEP)
-            wb.put(entity_key(ADJ, adjacency_entity(s_type, s_id, "out", t, o_type, o_id),
-                              version), value)
-            wb.put(entity_key(ADJ, adjacency_entity(o_type, o_id, "in", t, s_type, s_id),
-                              version), value)
+            wb.put(
+                entity_key(ADJ, adjacency_entity(s_type, s_id, "out", t, o_type, o_id), version),
+                value,
+            )
+            wb.put(
+                entity_key(ADJ, adjacency_entity(o_type, o_id, "in", t, s_type, s_id), version),
+                value,
+            )
             wb.put(history_key(key, version), dumps(_history_entry(d, key, ch, st)))
         for s in ch.slots:
             wb.put(entity_key(SLOT, s, version), dumps(st.slot_conflict.get(s)))

@@ -17,7 +17,6 @@ from ..errors import UnknownSlotError
 from ..fold import SEP, edge_key, slot_keys
 from ..model import OnUnknown
 from ..policy import GraphSchema, parse_schema
-from .projector import adjacency_entity
 from .rows import (
     ADJ,
     CLAIM,
@@ -31,6 +30,7 @@ from .rows import (
 )
 
 __all__ = ["EdgeView", "NeighborView", "ProjectionReader", "SlotView"]
+
 
 @dataclass(frozen=True, slots=True)
 class EdgeView:
@@ -46,9 +46,15 @@ class EdgeView:
     fallback: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"edge_type": self.edge_type, "subject": list(self.subject),
-                "object": list(self.object), "state": self.state, "version": self.version,
-                "conflict_id": self.conflict_id, "claims": list(self.claims)}
+        return {
+            "edge_type": self.edge_type,
+            "subject": list(self.subject),
+            "object": list(self.object),
+            "state": self.state,
+            "version": self.version,
+            "conflict_id": self.conflict_id,
+            "claims": list(self.claims),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +69,14 @@ class NeighborView:
     claims: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {"edge_type": self.edge_type, "direction": self.direction,
-                "node": list(self.node), "state": self.state,
-                "conflict_id": self.conflict_id, "claims": list(self.claims)}
+        return {
+            "edge_type": self.edge_type,
+            "direction": self.direction,
+            "node": list(self.node),
+            "state": self.state,
+            "conflict_id": self.conflict_id,
+            "claims": list(self.claims),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +92,15 @@ class SlotView:
     nodes: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"edge_type": self.edge_type, "node": list(self.node),
-                "direction": self.direction, "state": self.state, "version": self.version,
-                "conflict_id": self.conflict_id, "nodes": [list(n) for n in self.nodes]}
+        return {
+            "edge_type": self.edge_type,
+            "node": list(self.node),
+            "direction": self.direction,
+            "state": self.state,
+            "version": self.version,
+            "conflict_id": self.conflict_id,
+            "nodes": [list(n) for n in self.nodes],
+        }
 
 
 class ProjectionReader:
@@ -155,8 +172,15 @@ class ProjectionReader:
 
     # -- queries ------------------------------------------------------------------------------
 
-    def edge(self, edge_type: str, subject: tuple[str, str], obj: tuple[str, str], at: int,
-             *, halt: bool = True) -> EdgeView:
+    def edge(
+        self,
+        edge_type: str,
+        subject: tuple[str, str],
+        obj: tuple[str, str],
+        at: int,
+        *,
+        halt: bool = True,
+    ) -> EdgeView:
         key = edge_key(edge_type, subject[0], subject[1], obj[0], obj[1])
         raw = self._at(EDGE, key, at)
         state, conflict, claims = ("absent", None, []) if raw is None else loads(raw)
@@ -169,30 +193,46 @@ class ProjectionReader:
                     state = "unknown"
                     break
         if state == "unknown" and halt and et is not None and et.on_unknown == OnUnknown.HALT:
-            raise UnknownSlotError(f"edge {edge_type}({subject[1]} -> {obj[1]})",
-                                   conflict or "")
+            raise UnknownSlotError(f"edge {edge_type}({subject[1]} -> {obj[1]})", conflict or "")
         return EdgeView(edge_type, subject, obj, state, at, conflict, tuple(claims))
 
-    def slot(self, edge_type: str, node: tuple[str, str], at: int, direction: str = "out",
-             *, halt: bool = True) -> SlotView:
+    def slot(
+        self,
+        edge_type: str,
+        node: tuple[str, str],
+        at: int,
+        direction: str = "out",
+        *,
+        halt: bool = True,
+    ) -> SlotView:
         """The objects a subject holds (``out``) or the subjects holding an object (``in``)."""
         slot = SEP.join((edge_type, direction, node[0], node[1]))
         conflict = self._slot_conflict(slot, at)
-        nodes = tuple(n.node for n in self.neighbors(node, at, edge_type=edge_type,
-                                                     direction=direction, halt=False)
-                      if n.state == "present")
+        nodes = tuple(
+            n.node
+            for n in self.neighbors(node, at, edge_type=edge_type, direction=direction, halt=False)
+            if n.state == "present"
+        )
         if conflict is not None:
             schema = self.schema(at)
             et = schema.edge_types.get(edge_type) if schema else None
             if halt and et is not None and et.on_unknown == OnUnknown.HALT:
                 raise UnknownSlotError(f"slot {edge_type}({node[1]}, {direction})", conflict)
             return SlotView(edge_type, node, direction, "unknown", at, conflict, nodes)
-        return SlotView(edge_type, node, direction, "present" if nodes else "absent", at,
-                        None, nodes)
+        return SlotView(
+            edge_type, node, direction, "present" if nodes else "absent", at, None, nodes
+        )
 
-    def neighbors(self, node: tuple[str, str], at: int, *, edge_type: str | None = None,
-                  direction: str = "out", include_absent: bool = False,
-                  halt: bool = True) -> list[NeighborView]:
+    def neighbors(
+        self,
+        node: tuple[str, str],
+        at: int,
+        *,
+        edge_type: str | None = None,
+        direction: str = "out",
+        include_absent: bool = False,
+        halt: bool = True,
+    ) -> list[NeighborView]:
         if direction not in ("out", "in"):
             raise ValueError("direction must be 'out' or 'in'")
         prefix = SEP.join((node[0], node[1], direction)) + SEP
@@ -206,29 +246,34 @@ class ProjectionReader:
             state, conflict, claims = loads(raw)
             et = schema.edge_types.get(et_name) if schema else None
             if conflict is None and et is not None:
-                if (direction == "out" and et.subject_exclusive) or \
-                        (direction == "in" and et.object_exclusive):
+                if (direction == "out" and et.subject_exclusive) or (
+                    direction == "in" and et.object_exclusive
+                ):
                     if et_name not in own_slot:
                         own_slot[et_name] = self._slot_conflict(
-                            SEP.join((et_name, direction, node[0], node[1])), at)
+                            SEP.join((et_name, direction, node[0], node[1])), at
+                        )
                     conflict = own_slot[et_name]
-                if conflict is None and ((direction == "out" and et.object_exclusive) or
-                                         (direction == "in" and et.subject_exclusive)):
+                if conflict is None and (
+                    (direction == "out" and et.object_exclusive)
+                    or (direction == "in" and et.subject_exclusive)
+                ):
                     other = "in" if direction == "out" else "out"
                     conflict = self._slot_conflict(SEP.join((et_name, other, o_type, o_id)), at)
                 if conflict is not None:
                     state = "unknown"
             if state == "absent" and not include_absent:
                 continue
-            if state == "unknown" and halt and et is not None and \
-                    et.on_unknown == OnUnknown.HALT:
+            if state == "unknown" and halt and et is not None and et.on_unknown == OnUnknown.HALT:
                 raise UnknownSlotError(f"neighbour {et_name}({o_id})", conflict or "")
-            out.append(NeighborView(et_name, direction, (o_type, o_id), state, conflict,
-                                    tuple(claims)))
+            out.append(
+                NeighborView(et_name, direction, (o_type, o_id), state, conflict, tuple(claims))
+            )
         return out
 
-    def history(self, edge_type: str, subject: tuple[str, str], obj: tuple[str, str],
-                at: int) -> list[dict[str, Any]]:
+    def history(
+        self, edge_type: str, subject: tuple[str, str], obj: tuple[str, str], at: int
+    ) -> list[dict[str, Any]]:
         key = edge_key(edge_type, subject[0], subject[1], obj[0], obj[1])
         prefix = HISTORY + key.encode("utf-8") + b"\x00"
         it = self.db.iter()

@@ -37,7 +37,15 @@ __all__ = [
 ]
 
 EDGE, ADJ, SLOT, CLAIM, CONFLICT, SCHEMA, HISTORY, META = (
-    b"E", b"A", b"S", b"K", b"C", b"Y", b"H", b"M")
+    b"E",
+    b"A",
+    b"S",
+    b"K",
+    b"C",
+    b"Y",
+    b"H",
+    b"M",
+)
 _U64 = struct.Struct(">Q")
 _MAX = (1 << 64) - 1
 
@@ -62,8 +70,9 @@ def version_of(key: bytes) -> int:
 
 
 def dumps(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False).encode("utf-8")
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8"
+    )
 
 
 def loads(raw: bytes) -> Any:

@@ -27,9 +27,15 @@ GOVERNOR_POSITION = "governor"
 Progress = Callable[[int, int], None]
 
 
-def fold_decisions(logs: EmbeddedLogStore, state: GraphState, projector: Projector | None,
-                   *, upto: int | None = None, progress: Progress | None = None,
-                   batch: int = 4096) -> None:
+def fold_decisions(
+    logs: EmbeddedLogStore,
+    state: GraphState,
+    projector: Projector | None,
+    *,
+    upto: int | None = None,
+    progress: Progress | None = None,
+    batch: int = 4096,
+) -> None:
     """Fold the decisions log into ``state``; stage rows above the projector's applied offset."""
     end = logs.decisions.end() if upto is None else upto + 1
     applied = projector.applied if projector is not None else end
@@ -53,8 +59,14 @@ def fold_decisions(logs: EmbeddedLogStore, state: GraphState, projector: Project
 class EmbeddedRuntime:
     """Decides pending commands and projects the decisions, durably and exactly once."""
 
-    def __init__(self, logs: EmbeddedLogStore, projection: ProjectionStore, graph: str,
-                 *, progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        logs: EmbeddedLogStore,
+        projection: ProjectionStore,
+        graph: str,
+        *,
+        progress: Progress | None = None,
+    ) -> None:
         self.logs = logs
         self.state = GraphState(graph)
         self.projector = Projector(projection, self.state)
@@ -94,8 +106,7 @@ class EmbeddedRuntime:
         projector.flush()  # the projection follows, never leads, the decisions log
         return out
 
-    def run_until_idle(self, max_commands: int = 2048,
-                       progress: Progress | None = None) -> int:
+    def run_until_idle(self, max_commands: int = 2048, progress: Progress | None = None) -> int:
         """Step until no command is pending; return how many were decided."""
         total = 0
         goal = self.pending()

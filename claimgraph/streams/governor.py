@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from ..errors import DecodeError, SchemaError
@@ -69,8 +70,9 @@ class _Reject(Exception):
         self.detail = detail
 
 
-def _base(state: GraphState, cmd: Command | None, ctype: str, offset: int,
-          log_time: int) -> Decision:
+def _base(
+    state: GraphState, cmd: Command | None, ctype: str, offset: int, log_time: int
+) -> Decision:
     c = cast(dict[str, Any], cmd or {})
     return {
         "graph": state.graph,
@@ -110,8 +112,7 @@ def decide(state: GraphState, data: bytes, input_offset: int, log_time: int) -> 
     return decide_command(state, cmd, input_offset, log_time)
 
 
-def decide_command(state: GraphState, cmd: Command, input_offset: int,
-                   log_time: int) -> Decision:
+def decide_command(state: GraphState, cmd: Command, input_offset: int, log_time: int) -> Decision:
     """Decide one decoded command."""
     ctype = cast(str, cmd.get("type", "claim"))
     d = _base(state, cmd, ctype, input_offset, log_time)
@@ -123,7 +124,7 @@ def decide_command(state: GraphState, cmd: Command, input_offset: int,
         d["reason"] = r.reason.value
         d["detail"] = r.detail[: LIMITS["detail"]]
         for k in ("conflicts_with", "supersedes", "withheld", "released", "dismissed"):
-            d[k] = []  # type: ignore[literal-required]
+            d[k] = []
         d["claim"] = None
         d["schema"] = None
         d["grant"] = None
@@ -144,8 +145,10 @@ def _check_id(value: object, name: str, *, empty_ok: bool = False) -> None:
             return
         raise _Reject(Reason.INVALID_ID, f"{name} is empty")
     if len(value) > LIMITS["id"]:
-        raise _Reject(Reason.FIELD_TOO_LARGE,
-                      f"{name} has {len(value)} characters; at most {LIMITS['id']} allowed")
+        raise _Reject(
+            Reason.FIELD_TOO_LARGE,
+            f"{name} has {len(value)} characters; at most {LIMITS['id']} allowed",
+        )
     if not value.isprintable():
         raise _Reject(Reason.INVALID_ID, f"{name} contains control or non-printable characters")
 
@@ -160,11 +163,15 @@ def _check_envelope(state: GraphState, cmd: Command, d: Decision) -> None:
         d["command_id"] = ""  # an unusable id is not remembered; the detail keeps a prefix
         raise
     if cmd["graph"] != state.graph:
-        raise _Reject(Reason.WRONG_GRAPH,
-                      f"command is for graph {cmd['graph'][:80]!r}; this is {state.graph!r}")
+        raise _Reject(
+            Reason.WRONG_GRAPH,
+            f"command is for graph {cmd['graph'][:80]!r}; this is {state.graph!r}",
+        )
     if state.seen(cid):
-        raise _Reject(Reason.DUPLICATE_COMMAND,
-                      f"command {cid!r} was already decided; use a new command_id to retry")
+        raise _Reject(
+            Reason.DUPLICATE_COMMAND,
+            f"command {cid!r} was already decided; use a new command_id to retry",
+        )
     if cmd.get("type") != "invalid_input":
         _check_id(cmd["agent"], "agent")
         _check_id(cmd["task"], "task", empty_ok=True)
@@ -172,27 +179,33 @@ def _check_envelope(state: GraphState, cmd: Command, d: Decision) -> None:
 
 def _check_text(value: str, name: str, limit: int) -> None:
     if len(value) > limit:
-        raise _Reject(Reason.FIELD_TOO_LARGE,
-                      f"{name} has {len(value)} characters; at most {limit} allowed")
+        raise _Reject(
+            Reason.FIELD_TOO_LARGE, f"{name} has {len(value)} characters; at most {limit} allowed"
+        )
 
 
 def _check_claim_fields(c: ClaimCommand) -> None:
     for name in ("edge_type", "subject_type", "subject_id", "object_type", "object_id"):
-        _check_id(c[name], name)  # type: ignore[literal-required]
+        _check_id(c[name], name)
     if c["run_id"] is not None:
         _check_id(c["run_id"], "run_id")
     conf = c["confidence"]
     if not (isinstance(conf, float | int) and math.isfinite(conf) and 0.0 <= conf <= 1.0):
         raise _Reject(Reason.INVALID_FIELD, f"confidence must be in [0, 1], got {conf!r}")
     if len(c["evidence"]) > LIMITS["evidence_items"]:
-        raise _Reject(Reason.FIELD_TOO_LARGE, f"evidence has {len(c['evidence'])} items; "
-                      f"at most {LIMITS['evidence_items']} allowed")
+        raise _Reject(
+            Reason.FIELD_TOO_LARGE,
+            f"evidence has {len(c['evidence'])} items; at most {LIMITS['evidence_items']} allowed",
+        )
     for i, e in enumerate(c["evidence"]):
         _check_text(e, f"evidence[{i}]", LIMITS["evidence_item"])
     _check_text(c["reasoning"], "reasoning", LIMITS["reasoning"])
     if len(c["properties"]) > LIMITS["properties"]:
-        raise _Reject(Reason.FIELD_TOO_LARGE, f"properties has {len(c['properties'])} "
-                      f"entries; at most {LIMITS['properties']} allowed")
+        raise _Reject(
+            Reason.FIELD_TOO_LARGE,
+            f"properties has {len(c['properties'])} "
+            f"entries; at most {LIMITS['properties']} allowed",
+        )
     for k, v in c["properties"].items():
         _check_id(k, "property name")
         _check_text(v, f"properties[{k!r}]", LIMITS["property_value"])
@@ -205,8 +218,10 @@ def _check_claim_fields(c: ClaimCommand) -> None:
 
 def _require_schema(state: GraphState) -> None:
     if state.schema is None:
-        raise _Reject(Reason.NO_SCHEMA, "no graph schema has been published yet "
-                      "(claimgraph schema apply FILE)")
+        raise _Reject(
+            Reason.NO_SCHEMA,
+            "no graph schema has been published yet (claimgraph schema apply FILE)",
+        )
 
 
 # -- claims ---------------------------------------------------------------------------------
@@ -224,8 +239,9 @@ def _authorised(state: GraphState, et: EdgeType, agent: str, task: str, now: int
             continue
         from ..policy import Pattern  # small, cached by the regex module
 
-        if Pattern.of(r["grantee_agent"]).matches(agent) and \
-                Pattern.of(r["grantee_task"]).matches(task):
+        if Pattern.of(r["grantee_agent"]).matches(agent) and Pattern.of(r["grantee_task"]).matches(
+            task
+        ):
             return True
     return False
 
@@ -238,37 +254,50 @@ def _claim(state: GraphState, cmd: Command, d: Decision) -> None:
     assert schema is not None
     et = schema.edge_types.get(c["edge_type"])
     if et is None:
-        raise _Reject(Reason.UNKNOWN_EDGE_TYPE, f"edge type {c['edge_type']!r} is not in "
-                      f"schema revision {state.schema_rev} (known: "
-                      f"{', '.join(sorted(schema.edge_types)) or 'none'})")
+        raise _Reject(
+            Reason.UNKNOWN_EDGE_TYPE,
+            f"edge type {c['edge_type']!r} is not in "
+            f"schema revision {state.schema_rev} (known: "
+            f"{', '.join(sorted(schema.edge_types)) or 'none'})",
+        )
     for end, want in (("subject", et.subject), ("object", et.object)):
-        got = c[f"{end}_type"]  # type: ignore[literal-required]
+        got = c["subject_type"] if end == "subject" else c["object_type"]
         if got not in schema.node_types:
-            raise _Reject(Reason.UNKNOWN_NODE_TYPE, f"{end} type {got!r} is not a node type "
-                          f"of schema revision {state.schema_rev}")
+            raise _Reject(
+                Reason.UNKNOWN_NODE_TYPE,
+                f"{end} type {got!r} is not a node type of schema revision {state.schema_rev}",
+            )
         if got != want:
-            reason = Reason.SUBJECT_TYPE_MISMATCH if end == "subject" else \
-                Reason.OBJECT_TYPE_MISMATCH
+            reason = (
+                Reason.SUBJECT_TYPE_MISMATCH if end == "subject" else Reason.OBJECT_TYPE_MISMATCH
+            )
             raise _Reject(reason, f"{et.name} needs a {want} {end}, got {got!r}")
     agent, task = c["agent"], c["task"]
     if not _authorised(state, et, agent, task, d["log_time"]):
         writers = ", ".join(f"{w.agent.text}/{w.task.text}" for w in et.writers)
-        raise _Reject(Reason.UNAUTHORIZED, f"agent {agent!r} in task {task!r} may not write "
-                      f"{et.name} (writers: {writers}; no active grant)")
-    key = edge_key(et.name, c["subject_type"], c["subject_id"], c["object_type"],
-                   c["object_id"])
+        raise _Reject(
+            Reason.UNAUTHORIZED,
+            f"agent {agent!r} in task {task!r} may not write "
+            f"{et.name} (writers: {writers}; no active grant)",
+        )
+    key = edge_key(et.name, c["subject_type"], c["subject_id"], c["object_type"], c["object_id"])
     asserts = c["polarity"] == "assert"
     stale = False
     based = c["based_on_version"]
     if based is not None:
         if based > state.head:
-            raise _Reject(Reason.FUTURE_VERSION, f"based_on_version {based} is above the "
-                          f"graph's head {state.head}")
+            raise _Reject(
+                Reason.FUTURE_VERSION,
+                f"based_on_version {based} is above the graph's head {state.head}",
+            )
         changed = state.changed_at(key)
         stale = changed > based
         if stale and et.on_stale == OnStale.REJECT:
-            raise _Reject(Reason.STALE_CLAIM, f"the slot changed at version {changed}, after "
-                          f"version {based} that the claim was based on")
+            raise _Reject(
+                Reason.STALE_CLAIM,
+                f"the slot changed at version {changed}, after "
+                f"version {based} that the claim was based on",
+            )
     d["claim"] = _record(c)
     d["stale"] = stale
 
@@ -302,15 +331,27 @@ def _claim(state: GraphState, cmd: Command, d: Decision) -> None:
 
     open_conflict = state.edge_conflict(key)
     if open_conflict is not None:
-        _quarantine(d, open_conflict, Reason.JOINS_CONFLICT,
-                    f"the slot is under conflict {open_conflict}; the claim joins it",
-                    withheld=[*agreeing, *opposing], supersedes=own, against=opposing)
+        _quarantine(
+            d,
+            open_conflict,
+            Reason.JOINS_CONFLICT,
+            f"the slot is under conflict {open_conflict}; the claim joins it",
+            withheld=[*agreeing, *opposing],
+            supersedes=own,
+            against=opposing,
+        )
         return
     if stale and et.on_stale == OnStale.QUARANTINE:
-        _quarantine(d, conflict_id_for(c["command_id"]), Reason.STALE_CLAIM,
-                    f"based on version {based}, but the slot changed at version "
-                    f"{state.changed_at(key)}; held for a resolver",
-                    withheld=[*own, *agreeing, *opposing], supersedes=[], against=opposing)
+        _quarantine(
+            d,
+            conflict_id_for(c["command_id"]),
+            Reason.STALE_CLAIM,
+            f"based on version {based}, but the slot changed at version "
+            f"{state.changed_at(key)}; held for a resolver",
+            withheld=[*own, *agreeing, *opposing],
+            supersedes=[],
+            against=opposing,
+        )
         return
     if et.conflict_policy == ConflictPolicy.LAST_WRITE_WINS:
         ts = c["asserted_at"]
@@ -319,8 +360,11 @@ def _claim(state: GraphState, cmd: Command, d: Decision) -> None:
             d["kind"] = "conflicted"
             d["reason"] = Reason.OLDER_THAN_CURRENT.value
             d["conflicts_with"] = newer
-            d["detail"] = (f"asserted_at {ts} is older than the current claim "
-                           f"{newer[0]} ({state.claims[newer[0]].ts}); the newer claim stands")
+            d["detail"] = (
+                f"asserted_at {_iso(ts)} is older than the current claim "
+                f"{newer[0]} ({_iso(state.claims[newer[0]].ts)}); the newer claim "
+                "stands"
+            )
             return
         _accept(d, own + opposing, agreeing)
         return
@@ -328,13 +372,29 @@ def _claim(state: GraphState, cmd: Command, d: Decision) -> None:
         reason = Reason.SLOT_CONFLICT if slot_opposing else Reason.POLARITY_CONFLICT
         if et.conflict_policy == ConflictPolicy.CONFIDENCE_WEIGHTED_MERGE:
             reason = Reason.MERGE_PENDING
-        what = "another object for an exclusive slot" if slot_opposing else \
-            "the opposite polarity of an edge another writer claims"
-        _quarantine(d, conflict_id_for(c["command_id"]), reason,
-                    f"{what}: claims withheld until a resolver decides",
-                    withheld=[*agreeing, *opposing], supersedes=own, against=opposing)
+        what = (
+            "another object for an exclusive slot"
+            if slot_opposing
+            else "the opposite polarity of an edge another writer claims"
+        )
+        _quarantine(
+            d,
+            conflict_id_for(c["command_id"]),
+            reason,
+            f"{what}: claims withheld until a resolver decides",
+            withheld=[*agreeing, *opposing],
+            supersedes=own,
+            against=opposing,
+        )
         return
     _accept(d, own, agreeing)
+
+
+def _iso(ms: int) -> str:
+    """A log or event time as ISO 8601 UTC (deterministic: no local time zone)."""
+    secs, rem = divmod(ms, 1000)
+    stamp = datetime.fromtimestamp(secs, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{stamp}.{rem:03d}Z"
 
 
 def _accept(d: Decision, supersedes: list[str], agreeing: list[str]) -> None:
@@ -342,8 +402,9 @@ def _accept(d: Decision, supersedes: list[str], agreeing: list[str]) -> None:
     d["supersedes"] = supersedes
     if supersedes:
         d["reason"] = Reason.SUPERSEDES.value
-        d["detail"] = f"supersedes {', '.join(supersedes[:5])}" + \
-            (f" and {len(supersedes) - 5} more" if len(supersedes) > 5 else "")
+        d["detail"] = f"supersedes {', '.join(supersedes[:5])}" + (
+            f" and {len(supersedes) - 5} more" if len(supersedes) > 5 else ""
+        )
     elif agreeing:
         d["reason"] = Reason.CORROBORATES.value
         d["detail"] = f"agrees with {', '.join(agreeing[:5])}"
@@ -351,8 +412,16 @@ def _accept(d: Decision, supersedes: list[str], agreeing: list[str]) -> None:
         d["reason"] = Reason.NEW.value
 
 
-def _quarantine(d: Decision, conflict_id: str, reason: Reason, detail: str, *,
-                withheld: list[str], supersedes: list[str], against: list[str]) -> None:
+def _quarantine(
+    d: Decision,
+    conflict_id: str,
+    reason: Reason,
+    detail: str,
+    *,
+    withheld: list[str],
+    supersedes: list[str],
+    against: list[str],
+) -> None:
     d["kind"] = "quarantined"
     d["reason"] = reason.value
     d["detail"] = detail
@@ -418,8 +487,10 @@ def _retract(state: GraphState, cmd: Command, d: Decision) -> None:
     if cs is None:
         raise _Reject(Reason.UNKNOWN_CLAIM, f"no claim {target!r} in this graph")
     if cs.agent != c["agent"]:
-        raise _Reject(Reason.NOT_OWNER, f"claim {target!r} belongs to {cs.agent!r}; only its "
-                      "owner may retract it")
+        raise _Reject(
+            Reason.NOT_OWNER,
+            f"claim {target!r} belongs to {cs.agent!r}; only its owner may retract it",
+        )
     if cs.status not in (VISIBLE, WITHHELD):
         from ..fold import STATUS_NAMES
 
@@ -436,8 +507,7 @@ def _retract(state: GraphState, cmd: Command, d: Decision) -> None:
         rest = [x for x in conflict.claims if x != target]
         if rest and len({_outcome(state, x) for x in rest}) == 1:
             _release(state, rest, d)
-            d["detail"] = (f"retracted; the remaining claims of {cs.conflict} agree and are "
-                           "released")
+            d["detail"] = f"retracted; the remaining claims of {cs.conflict} agree and are released"
 
 
 def _resolve(state: GraphState, cmd: Command, d: Decision) -> None:
@@ -448,14 +518,19 @@ def _resolve(state: GraphState, cmd: Command, d: Decision) -> None:
     _require_schema(state)
     assert state.schema is not None
     if not state.schema.is_resolver(c["agent"]):
-        raise _Reject(Reason.NOT_RESOLVER, f"agent {c['agent']!r} is not a resolver or admin "
-                      f"in schema revision {state.schema_rev}")
+        raise _Reject(
+            Reason.NOT_RESOLVER,
+            f"agent {c['agent']!r} is not a resolver or admin "
+            f"in schema revision {state.schema_rev}",
+        )
     conflict = state.conflicts.get(c["conflict_id"])
     if conflict is None:
         raise _Reject(Reason.UNKNOWN_CONFLICT, f"no conflict {c['conflict_id']!r}")
     if not conflict.open:
-        raise _Reject(Reason.CONFLICT_CLOSED, f"conflict {c['conflict_id']!r} was closed at "
-                      f"version {conflict.closed_at}")
+        raise _Reject(
+            Reason.CONFLICT_CLOSED,
+            f"conflict {c['conflict_id']!r} was closed at version {conflict.closed_at}",
+        )
     d["kind"] = "resolved"
     d["target"] = conflict.conflict_id
     d["conflict_id"] = conflict.conflict_id
@@ -466,8 +541,11 @@ def _resolve(state: GraphState, cmd: Command, d: Decision) -> None:
         d["detail"] = f"{c['resolver']}: every claim rejected. {c['rationale'][:200]}"
         return
     if winner not in conflict.claims:
-        raise _Reject(Reason.NOT_IN_CONFLICT, f"claim {winner!r} is not held in conflict "
-                      f"{conflict.conflict_id!r} (held: {', '.join(conflict.claims)})"[:500])
+        raise _Reject(
+            Reason.NOT_IN_CONFLICT,
+            f"claim {winner!r} is not held in conflict "
+            f"{conflict.conflict_id!r} (held: {', '.join(conflict.claims)})"[:500],
+        )
     want = _outcome(state, winner)
     released = [x for x in conflict.claims if _outcome(state, x) == want]
     _release(state, released, d)
@@ -483,32 +561,43 @@ def _require_admin(state: GraphState, agent: str) -> None:
     _require_schema(state)
     assert state.schema is not None
     if not state.schema.is_admin(agent):
-        raise _Reject(Reason.NOT_ADMIN, f"agent {agent!r} is not an admin in schema "
-                      f"revision {state.schema_rev}")
+        raise _Reject(
+            Reason.NOT_ADMIN,
+            f"agent {agent!r} is not an admin in schema revision {state.schema_rev}",
+        )
 
 
 def _publish(state: GraphState, cmd: Command, d: Decision) -> None:
     c = cast(PublishSchemaCommand, cmd)
     _check_text(c["source"], "source", LIMITS["id"])
     if len(c["document"]) > LIMITS["document"]:
-        raise _Reject(Reason.FIELD_TOO_LARGE, f"schema document is larger than "
-                      f"{LIMITS['document']} characters")
+        raise _Reject(
+            Reason.FIELD_TOO_LARGE,
+            f"schema document is larger than {LIMITS['document']} characters",
+        )
     try:
         schema = parse_schema(c["document"], c["source"] or "<schema>")
     except SchemaError as exc:
         raise _Reject(Reason.INVALID_SCHEMA, exc.report()) from None
     if state.schema is None:
         if not schema.is_admin(c["agent"]):
-            raise _Reject(Reason.NOT_ADMIN, f"the first schema of a graph must name its "
-                          f"publisher {c['agent']!r} among principals.admins")
+            raise _Reject(
+                Reason.NOT_ADMIN,
+                f"the first schema of a graph must name its "
+                f"publisher {c['agent']!r} among principals.admins",
+            )
     else:
         _require_admin(state, c["agent"])
     d["kind"] = "accepted"
     d["reason"] = Reason.SCHEMA_PUBLISHED.value
     rev = state.schema_rev + 1
     d["detail"] = f"schema revision {rev} ({schema.digest}) is in force from this version"
-    d["schema"] = {"revision": rev, "digest": schema.digest, "source": c["source"],
-                   "document": c["document"]}
+    d["schema"] = {
+        "revision": rev,
+        "digest": schema.digest,
+        "source": c["source"],
+        "document": c["document"],
+    }
 
 
 def _grant(state: GraphState, cmd: Command, d: Decision) -> None:
@@ -519,20 +608,27 @@ def _grant(state: GraphState, cmd: Command, d: Decision) -> None:
     _check_id(c["grantee_task"], "grantee_task")
     _check_id(c["edge_type"], "edge_type")
     if c["edge_type"] != "*" and c["edge_type"] not in state.schema.edge_types:
-        raise _Reject(Reason.UNKNOWN_EDGE_TYPE, f"edge type {c['edge_type']!r} is not in "
-                      f"schema revision {state.schema_rev}")
+        raise _Reject(
+            Reason.UNKNOWN_EDGE_TYPE,
+            f"edge type {c['edge_type']!r} is not in schema revision {state.schema_rev}",
+        )
     if c["expires_at"] is not None and c["expires_at"] <= d["log_time"]:
-        raise _Reject(Reason.INVALID_FIELD, f"expires_at {c['expires_at']} is not after the "
-                      f"log time {d['log_time']}")
+        raise _Reject(
+            Reason.INVALID_FIELD,
+            f"expires_at {c['expires_at']} is not after the log time {d['log_time']}",
+        )
     d["kind"] = "accepted"
     d["reason"] = Reason.GRANTED.value
     d["target"] = c["command_id"]
-    d["grant"] = {"grant_id": c["command_id"], "grantee_agent": c["grantee_agent"],
-                  "grantee_task": c["grantee_task"], "edge_type": c["edge_type"],
-                  "expires_at": c["expires_at"]}
-    until = f" until {c['expires_at']}" if c["expires_at"] is not None else ""
-    d["detail"] = (f"{c['grantee_agent']}/{c['grantee_task']} may write "
-                   f"{c['edge_type']}{until}")
+    d["grant"] = {
+        "grant_id": c["command_id"],
+        "grantee_agent": c["grantee_agent"],
+        "grantee_task": c["grantee_task"],
+        "edge_type": c["edge_type"],
+        "expires_at": c["expires_at"],
+    }
+    until = f" until {_iso(c['expires_at'])}" if c["expires_at"] is not None else ""
+    d["detail"] = f"{c['grantee_agent']}/{c['grantee_task']} may write {c['edge_type']}{until}"
 
 
 def _revoke(state: GraphState, cmd: Command, d: Decision) -> None:
