@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 import json
-import struct
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -68,9 +67,10 @@ class _Codec:
         self.name = name
         self.parsed = fastavro.parse_schema(raw)
         canonical = to_parsing_canonical_form(raw)
-        fp = int(fingerprint(canonical, "CRC-64-AVRO"), 16)
-        self.fingerprint = fp
-        self.header = MARKER + struct.pack("<Q", fp)
+        # fastavro gives the fingerprint's bytes as written on the wire (little-endian)
+        raw_fp = bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO"))
+        self.fingerprint = int.from_bytes(raw_fp, "little")
+        self.header = MARKER + raw_fp
 
 
 @cache

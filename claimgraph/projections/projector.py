@@ -123,18 +123,14 @@ class Projector:
             wb.put(entity_key(SCHEMA, "", version), dumps(dict(d["schema"])))
         self._pending += 1
         wb.put(_APPLIED, _U64.pack(version + 1))
-        if len(self._claim_records) > 50_000:
-            self._claim_records.clear()
 
     def _load_claim(self, claim_id: str) -> dict[str, Any]:
+        """A claim's record from its newest row (claims staged in this batch are cached)."""
         it = self.store.db.iter()
         prefix = CLAIM + claim_id.encode("utf-8") + b"\x00"
         it.seek(prefix)
         if not it.valid() or not it.key().startswith(prefix):
-            # staged in this batch but not written yet: flush and look again
-            self.flush()
-            it = self.store.db.iter()
-            it.seek(prefix)
+            raise KeyError(f"claim {claim_id!r} has no row in the projection")
         row = rows.loads(it.value())
         row.pop("status", None)
         row.pop("since", None)
@@ -148,6 +144,8 @@ class Projector:
             self.store.write(self._wb)
             self._wb = WriteBatch(raw_mode=True)
             self._pending = 0
+        if len(self._claim_records) > 50_000:  # bounded: older records are read back
+            self._claim_records.clear()
 
     def set_graph(self, graph: str) -> None:
         self.store.db.put(_GRAPH, graph.encode())
