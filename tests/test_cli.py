@@ -1,0 +1,255 @@
+"""End to end through the real ``claimgraph`` command: README synopsis, submit, errors, demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from claimgraph.demo import run_demo
+from tests.conftest import ROOT
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+CLI = [sys.executable, "-m", "claimgraph.cli"]
+
+
+def _run(args: list[str], cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    return subprocess.run(
+        CLI + args, cwd=cwd, input=stdin, capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A directory with the repository's schemas/ beside it, as the README assumes."""
+    shutil.copytree(ROOT / "schemas", tmp_path / "schemas")
+    return tmp_path
+
+
+def _blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
+
+
+def test_readme_cli_synopsis_runs(workdir: Path) -> None:
+    """Every claimgraph command in the README's usage blocks exits 0, in order."""
+    script = "\n".join(b for b in _blocks("bash") if "claimgraph --data ./g" in b)
+    script = script.replace("\\\n", " ")
+    ran = 0
+    for line in script.splitlines():
+        line = line.split("  #")[0].strip()
+        if line.startswith("cat > cmds.jsonl"):
+            body = script.split("<<'EOF'\n", 1)[1].split("\nEOF", 1)[0]
+            (workdir / "cmds.jsonl").write_text(body + "\n")
+            continue
+        if not line.startswith("claimgraph"):
+            continue
+        for part in line.split("&&"):
+            args = part.split()[1:]
+            r = _run(args, workdir)
+            assert r.returncode == 0, f"{part}\n{r.stdout}\n{r.stderr}"
+            ran += 1
+    assert ran >= 10
+    out = _run(
+        ["--data", "./g", "get", "depends_on", "service:checkout", "service:billing", "--json"],
+        workdir,
+    )
+    assert json.loads(out.stdout)["state"] == "present"
+
+
+def test_readme_python_synopsis_runs(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's Python example runs and prints what its comments say."""
+    monkeypatch.chdir(workdir)
+    (code,) = _blocks("python")
+    exec(compile(code, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.split("\n")
+    assert printed[0] == "accepted new 1"
+    assert printed[1] == "present"
+    assert printed[2] == "absent"
+
+
+def test_submit_gives_one_decision_per_line_even_for_garbage(workdir: Path) -> None:
+    """Malformed lines become recorded rejections; every non-blank line gets one decision."""
+    _run(["--data", "g", "init"], workdir)
+    r = _run(
+        [
+            "--data",
+            "g",
+            "schema",
+            "apply",
+            "schemas/graphs/inventory.yaml",
+            "--agent",
+            "platform-admin",
+        ],
+        workdir,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = [
+        json.dumps(
+            {
+                "type": "assert",
+                "edge_type": "depends_on",
+                "subject": "service:a",
+                "object": "service:b",
+                "agent": "inventory-agent",
+            }
+        ),
+        "{not json",
+        json.dumps(
+            {
+                "type": "assert",
+                "edge_type": "depends_on",
+                "subject": "nocolon",
+                "object": "service:b",
+                "agent": "inventory-agent",
+            }
+        ),
+        json.dumps([1, 2]),
+        "",
+        json.dumps(
+            {
+                "type": "deny",
+                "edge_type": "depends_on",
+                "subject": "service:a",
+                "object": "service:b",
+                "agent": "inventory-agent",
+                "command_id": "x" * 999,
+            }
+        ),
+        json.dumps({"type": "retract", "claim_id": "nope", "agent": "inventory-agent"}),
+    ]
+    r = _run(["--data", "g", "submit", "-"], workdir, stdin="\n".join(lines) + "\n")
+    assert r.returncode == 0, r.stderr
+    out = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [(d["kind"], d["reason"]) for d in out] == [
+        ("accepted", "new"),
+        ("rejected", "malformed"),
+        ("rejected", "malformed"),
+        ("rejected", "malformed"),
+        ("rejected", "malformed"),
+        ("rejected", "unknown_claim"),
+    ]
+    assert "line 2" in out[1]["detail"] and "not JSON" in out[1]["detail"]
+    assert "type:id" in out[2]["detail"]
+    assert [d["version"] for d in out] == [1, 2, 3, 4, 5, 6]
+    assert "5 command(s) rejected" in r.stderr
+    strict = _run(["--data", "g", "submit", "-", "--strict"], workdir, stdin="oops\n")
+    assert strict.returncode == 1
+    # nothing stored was lost: the accepted edge is still there, and the log is whole
+    got = _run(["--data", "g", "get", "depends_on", "service:a", "service:b", "--json"], workdir)
+    assert json.loads(got.stdout)["state"] == "present"
+    assert _run(["--data", "g", "verify"], workdir).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "phrase"),
+    [
+        (["--data", "missing", "head"], 2, "not a claimgraph data directory"),
+        (["--data", "g", "schema", "apply", "nope.yaml"], 3, "cannot read"),
+        (
+            ["--data", "g", "get", "depends_on", "service:a", "service:b", "--at", "99"],
+            5,
+            "version 99 is not available",
+        ),
+        (["--data", "g", "get", "depends_on", "nocolon", "service:b"], 4, "type:id"),
+        (["--data", "g", "resolve", "cf:x", "--agent", "sre-oncall"], 4, "--winner"),
+        (["--data", "g", "claim", "nope"], 1, "no claim"),
+    ],
+)
+def test_errors_are_one_clear_line(workdir: Path, args: list[str], code: int, phrase: str) -> None:
+    """Errors exit non-zero with one line on stderr and no traceback."""
+    _run(["--data", "g", "init"], workdir)
+    r = _run(args, workdir)
+    assert r.returncode == code, r.stderr
+    assert phrase in r.stderr
+    assert "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_schema_errors_list_every_problem(workdir: Path) -> None:
+    """A bad schema file exits 3 and lists every problem with its path."""
+    (workdir / "bad.yaml").write_text(
+        "principals: {admins: [a]}\nnode_types: [s]\nedge_types:\n"
+        "  - {name: e, subject: s, object: t, writers: [{agent: x}], cardinality: few,"
+        " conflict_policy: quarantine}\n"
+    )
+    r = _run(["schema", "check", "bad.yaml"], workdir)
+    assert r.returncode == 3
+    assert "edge_types[0].object" in r.stderr and "edge_types[0].cardinality" in r.stderr
+
+
+def test_locked_store_is_a_clear_error(workdir: Path) -> None:
+    """A second process on the same data directory gets a clear storage error."""
+    import claimgraph
+
+    _run(["--data", "g", "init"], workdir)
+    with claimgraph.open(workdir / "g"):
+        r = _run(["--data", "g", "head"], workdir)
+    assert r.returncode == 8
+    assert "in use by another claimgraph process" in r.stderr
+
+
+def test_reads_print_json(workdir: Path) -> None:
+    """--json on reads prints parseable JSON with versions."""
+    r = run_demo(workdir / "demo", say=lambda s: None)
+    assert r.path is not None
+    d = str(r.path)
+    for args in (
+        ["head"],
+        ["neighbors", "service:checkout"],
+        ["quarantine", "--all"],
+        ["history", "service_owns_database", "service:checkout", "database:orders-db"],
+        ["get", "deployment_target", "service:checkout"],
+        ["schema", "show"],
+        ["claim", r.receipts["owns"].command_id],
+    ):
+        out = _run(["--data", d, *args, "--json"], workdir)
+        assert out.returncode == 0, (args, out.stderr)
+        json.loads(out.stdout)
+    log = _run(["--data", d, "log", "--from", "3", "--limit", "2", "--json"], workdir)
+    assert [json.loads(x)["version"] for x in log.stdout.splitlines()] == [3, 4]
+
+
+def test_demo_tells_the_story(tmp_path: Path) -> None:
+    """The demo's key outcomes: rejection, LWW with a late loser, quarantine, resolution."""
+    said: list[str] = []
+    out = run_demo(tmp_path / "demo", say=said.append)
+    rec = out.receipts
+    assert rec["unauthorised"].reason == "unauthorized"
+    assert rec["prod"].reason == "supersedes"
+    assert (rec["late"].kind, rec["late"].reason) == ("conflicted", "older_than_current")
+    assert rec["dispute"].kind == "quarantined"
+    assert out.reads["during_conflict"] == "unknown"
+    assert rec["resolve"].kind == "resolved"
+    assert out.reads["after_resolve"] == "present"
+    assert rec["retract"].kind == "retired"
+    rows = out.reads["table"]["rows"]
+    assert rows["deployment_target(checkout → staging)"] == ["present", "absent", "absent"]
+    assert rows["service_owns_database(checkout → orders-db)"] == ["present", "unknown", "present"]
+    assert rows["depends_on(checkout → legacy-auth)"] == ["present", "present", "absent"]
+    assert out.reads["checkout_target"] == ["prod"]
+    assert out.reads["verified"] is True
+    text = "\n".join(said)
+    assert "[REJECTED] unauthorized" in text and "[QUARANTINED]" in text
+    # running it again recreates the demo graph instead of refusing
+    run_demo(tmp_path / "demo", say=lambda s: None)
+
+
+def test_demo_refuses_to_overwrite_other_data(tmp_path: Path) -> None:
+    """The demo never deletes a directory that is not an earlier demo graph."""
+    target = tmp_path / "precious"
+    target.mkdir()
+    (target / "notes.txt").write_text("keep me")
+    from claimgraph.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        run_demo(target, say=lambda s: None)
+    assert (target / "notes.txt").exists()
