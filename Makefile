@@ -28,8 +28,8 @@ demo: $(STAMP)
 	$(BIN)/claimgraph demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check claimgraph tests tools
-	$(BIN)/ruff format --check claimgraph tests tools
+	$(BIN)/ruff check claimgraph tests $(wildcard tools)
+	$(BIN)/ruff format --check claimgraph tests $(wildcard tools)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
