@@ -15,6 +15,7 @@ A data directory holds one graph::
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
@@ -107,7 +108,9 @@ def open_graph(
                 raise ConfigError(f"{p} already holds graph {cfg['graph']!r}, not {graph!r}")
         else:
             cfg = {"graph": graph or DEFAULT_GRAPH, "layout": LAYOUT, "created_at": now_millis()}
-            cfg_path.write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
+            tmp = cfg_path.with_suffix(".tmp")  # atomic: a crash leaves no half-written file
+            tmp.write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
+            os.replace(tmp, cfg_path)
     else:
         cfg = _read_config(p)
         if graph is not None and cfg["graph"] != graph:
