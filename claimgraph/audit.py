@@ -133,14 +133,14 @@ def _compare_rows(live: Rdict, fresh: Rdict, upto: int) -> tuple[int, int | None
     first: int | None = None
     rows = 0
 
-    def note(key: bytes) -> None:
+    def note(key: bytes, value: bytes) -> None:
         nonlocal first
-        v = version_of(key)
+        v = version_of(key, value)
         if first is None or v < first:
             first = v
 
     def skip(it: Any) -> None:
-        while it.valid() and (it.key()[:1] == META or version_of(it.key()) > upto):
+        while it.valid() and (it.key()[:1] == META or version_of(it.key(), it.value()) > upto):
             it.next()
 
     skip(a)
@@ -150,15 +150,15 @@ def _compare_rows(live: Rdict, fresh: Rdict, upto: int) -> tuple[int, int | None
         kb = b.key() if b.valid() else None
         rows += 1
         if ka is not None and (kb is None or ka < kb):
-            note(ka)
+            note(ka, a.value())
             a.next()
         elif kb is not None and (ka is None or kb < ka):
-            note(kb)
+            note(kb, b.value())
             b.next()
         else:
             assert ka is not None
             if a.value() != b.value():
-                note(ka)
+                note(ka, a.value())
             a.next()
             b.next()
         skip(a)

@@ -30,6 +30,7 @@ edge ``type␟stype␟sid␟otype␟oid``, slot ``type␟out␟stype␟sid`` or 
 from __future__ import annotations
 
 import sys
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from .model import ClaimRecord, Decision, GrantRecord
@@ -188,6 +189,10 @@ class GraphState:
         self.grants: dict[str, GrantState] = {}
         self.other_commands: set[str] = set()  # ids of commands that are not claims
         self.head = -1  # version of the last decision folded in
+        # Where versions are not dense (Kafka offsets), the governor folds decisions by
+        # sequence number and keeps the offsets of the committed ones here; None means
+        # versions are sequence numbers (the embedded logs).
+        self.offsets: list[int] | None = None
         self.last_log_time = 0
         self.decisions = 0
 
@@ -237,6 +242,22 @@ class GraphState:
         if visible and self.claims[visible[0]].asserts:
             return "present", None, visible
         return "absent", None, visible
+
+    def known_head(self) -> int:
+        """The newest version a reader can have seen when the next command is decided.
+
+        Embedded: the previous decision's version. Kafka: the offset of the last decision of
+        the last *committed* transaction (decisions in flight have no offset yet).
+        """
+        if self.offsets is None:
+            return self.head
+        return self.offsets[-1] if self.offsets else -1
+
+    def seq_of(self, version: int) -> int:
+        """The sequence number (count - 1) of the newest decision at or below ``version``."""
+        if self.offsets is None:
+            return version
+        return bisect_right(self.offsets, version) - 1
 
     def changed_at(self, key: str) -> int:
         """The last version at which the read state of the edge or one of its slots changed."""

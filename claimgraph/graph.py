@@ -18,18 +18,17 @@ import json
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, InputError, VersionNotYetAvailable
-from .inputs import now_millis, to_millis
+from .api import GraphReads, GraphWrites, NodeLike, Receipt
+from .errors import ConfigError, VersionNotYetAvailable
+from .inputs import now_millis
 from .logs.embedded import EmbeddedLogStore
 from .model import Command, Decision
 from .projections.projector import ProjectionStore
-from .projections.reader import EdgeView, NeighborView, ProjectionReader, SlotView
+from .projections.reader import ProjectionReader
 from .streams.embedded import EmbeddedRuntime
 from .wire import decode_decision, encode_command
 
@@ -37,40 +36,7 @@ __all__ = ["DEFAULT_GRAPH", "Graph", "NodeLike", "Receipt", "open_graph"]
 
 DEFAULT_GRAPH = "default"
 LAYOUT = 1
-NodeLike = tuple[str, str] | str
 Progress = Callable[[int, int], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Receipt:
-    """A command's acknowledgement: where it sits, its decision, and the version it made."""
-
-    command_id: str
-    position: int
-    version: int
-    decision: Decision
-
-    @property
-    def kind(self) -> str:
-        return self.decision["kind"]
-
-    @property
-    def reason(self) -> str:
-        return self.decision["reason"]
-
-    def as_dict(self) -> dict[str, Any]:
-        d = dict(self.decision)
-        d["version"] = self.version
-        return d
-
-
-def _node(n: NodeLike) -> tuple[str, str]:
-    if isinstance(n, tuple):
-        return n
-    t, sep, i = n.partition(":")
-    if not sep or not t or not i:
-        raise InputError(f"{n!r} is not a node: expected 'type:id', e.g. service:checkout")
-    return t, i  # sizes and characters are the governor's to judge (a recorded rejection)
 
 
 def _read_config(path: Path) -> dict[str, Any]:
@@ -118,7 +84,7 @@ def open_graph(
     return Graph(p, cfg["graph"], progress=progress)
 
 
-class Graph:
+class Graph(GraphWrites, GraphReads):
     """One embedded graph: write commands, read at any version, verify and audit."""
 
     def __init__(self, path: Path, name: str, *, progress: Progress | None = None) -> None:
@@ -193,178 +159,6 @@ class Graph:
     def _one(self, command: Command) -> Receipt:
         return self.submit([command])[0]
 
-    def claim(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        agent: str,
-        task: str = "",
-        polarity: str = "assert",
-        confidence: float = 1.0,
-        evidence: Sequence[str] = (),
-        reasoning: str = "",
-        asserted_at: int | str | None = None,
-        based_on_version: int | None = None,
-        properties: dict[str, str] | None = None,
-        run_id: str | None = None,
-        command_id: str | None = None,
-    ) -> Receipt:
-        """Assert (or with ``polarity='deny'`` deny) an edge."""
-        s, o = _node(subject), _node(obj)
-        return self._one(
-            {
-                "type": "claim",
-                "command_id": command_id or str(uuid.uuid4()),
-                "graph": self.name,
-                "agent": agent,
-                "task": task,
-                "run_id": run_id,
-                "edge_type": edge_type,
-                "subject_type": s[0],
-                "subject_id": s[1],
-                "object_type": o[0],
-                "object_id": o[1],
-                "polarity": polarity,
-                "confidence": float(confidence),
-                "evidence": list(evidence),
-                "reasoning": reasoning,
-                "asserted_at": now_millis() if asserted_at is None else to_millis(asserted_at),
-                "based_on_version": based_on_version,
-                "properties": dict(properties or {}),
-            }
-        )
-
-    def assert_(self, edge_type: str, subject: NodeLike, obj: NodeLike, **kw: Any) -> Receipt:
-        """Assert that an edge holds (see :meth:`claim`)."""
-        return self.claim(edge_type, subject, obj, polarity="assert", **kw)
-
-    def deny(self, edge_type: str, subject: NodeLike, obj: NodeLike, **kw: Any) -> Receipt:
-        """Deny that an edge holds (see :meth:`claim`)."""
-        return self.claim(edge_type, subject, obj, polarity="deny", **kw)
-
-    def retract(
-        self,
-        claim_id: str,
-        *,
-        agent: str,
-        task: str = "",
-        reason: str = "",
-        command_id: str | None = None,
-    ) -> Receipt:
-        """Withdraw one's own claim (retirement: gone from head, readable before)."""
-        return self._one(
-            {
-                "type": "retract",
-                "command_id": command_id or str(uuid.uuid4()),
-                "graph": self.name,
-                "agent": agent,
-                "task": task,
-                "run_id": None,
-                "claim_id": claim_id,
-                "reason": reason,
-            }
-        )
-
-    def resolve(
-        self,
-        conflict_id: str,
-        *,
-        agent: str,
-        winner: str | None,
-        resolver: str = "human",
-        rationale: str = "",
-        task: str = "",
-        command_id: str | None = None,
-    ) -> Receipt:
-        """A resolver's verdict: ``winner`` (a claim id) or ``None`` to reject every claim."""
-        return self._one(
-            {
-                "type": "resolve",
-                "command_id": command_id or str(uuid.uuid4()),
-                "graph": self.name,
-                "agent": agent,
-                "task": task,
-                "conflict_id": conflict_id,
-                "winner": winner,
-                "resolver": resolver,
-                "rationale": rationale,
-            }
-        )
-
-    def publish_schema(
-        self,
-        document: str,
-        *,
-        agent: str,
-        source: str = "<inline>",
-        task: str = "",
-        command_id: str | None = None,
-    ) -> Receipt:
-        """Publish a graph schema document (YAML) as ``agent`` (an admin)."""
-        return self._one(
-            {
-                "type": "publish_schema",
-                "command_id": command_id or str(uuid.uuid4()),
-                "graph": self.name,
-                "agent": agent,
-                "task": task,
-                "document": document,
-                "source": source,
-            }
-        )
-
-    def grant(
-        self,
-        grantee_agent: str,
-        edge_type: str,
-        *,
-        agent: str,
-        grantee_task: str = "*",
-        expires_at: int | str | None = None,
-        command_id: str | None = None,
-    ) -> Receipt:
-        """Grant extra write scope (admin only), optionally until ``expires_at`` (log time)."""
-        return self._one(
-            {
-                "type": "grant",
-                "command_id": command_id or str(uuid.uuid4()),
-                "graph": self.name,
-                "agent": agent,
-                "task": "",
-                "grantee_agent": grantee_agent,
-                "grantee_task": grantee_task,
-                "edge_type": edge_type,
-                "expires_at": None if expires_at is None else to_millis(expires_at),
-            }
-        )
-
-    def revoke(self, grant_id: str, *, agent: str, command_id: str | None = None) -> Receipt:
-        """Revoke a grant (admin only)."""
-        return self._one(
-            {
-                "type": "revoke",
-                "command_id": command_id or str(uuid.uuid4()),
-                "graph": self.name,
-                "agent": agent,
-                "task": "",
-                "grant_id": grant_id,
-            }
-        )
-
-    def tick(self, *, agent: str = "ticker") -> Receipt:
-        """Write a tick: time advances for the governor only through the log."""
-        return self._one(
-            {
-                "type": "tick",
-                "command_id": str(uuid.uuid4()),
-                "graph": self.name,
-                "agent": agent,
-                "task": "",
-            }
-        )
-
     # -- versions -------------------------------------------------------------------------------
 
     def head(self) -> int:
@@ -383,91 +177,6 @@ class Graph:
                 if left <= 0:
                     raise VersionNotYetAvailable(version, head, timeout)
                 self._advanced.wait(min(left, 0.05))
-
-    def _at(self, at: int | None, timeout: float) -> int:
-        if at is None:
-            return self.head()
-        if at < -1:
-            raise InputError(
-                f"version {at} does not exist: versions start at 0 (-1 is the empty graph)"
-            )
-        self.wait_for(at, timeout)
-        return at
-
-    # -- reads ----------------------------------------------------------------------------------
-
-    def edge(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> EdgeView:
-        """One edge as of ``at``: present, absent or unknown (with the conflict id)."""
-        return self.reader.edge(edge_type, _node(subject), _node(obj), self._at(at, timeout))
-
-    def slot(
-        self,
-        edge_type: str,
-        node: NodeLike,
-        *,
-        direction: str = "out",
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> SlotView:
-        """What an exclusive slot holds as of ``at``."""
-        return self.reader.slot(edge_type, _node(node), self._at(at, timeout), direction)
-
-    def neighbors(
-        self,
-        node: NodeLike,
-        *,
-        edge_type: str | None = None,
-        direction: str = "out",
-        at: int | None = None,
-        timeout: float = 0.0,
-        include_absent: bool = False,
-    ) -> list[NeighborView]:
-        """The node's neighbours as of ``at`` (present and unknown edges)."""
-        return self.reader.neighbors(
-            _node(node),
-            self._at(at, timeout),
-            edge_type=edge_type,
-            direction=direction,
-            include_absent=include_absent,
-        )
-
-    def history(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> list[dict[str, Any]]:
-        """Every decision that touched the edge, up to ``at``."""
-        return self.reader.history(edge_type, _node(subject), _node(obj), self._at(at, timeout))
-
-    def quarantine(
-        self, *, at: int | None = None, timeout: float = 0.0, include_closed: bool = False
-    ) -> list[dict[str, Any]]:
-        """Open conflicts as of ``at`` (and closed ones with ``include_closed``)."""
-        return self.reader.quarantine(self._at(at, timeout), include_closed=include_closed)
-
-    def claim_info(self, claim_id: str, *, at: int | None = None) -> dict[str, Any] | None:
-        """A claim's record and status as of ``at``."""
-        return self.reader.claim(claim_id, self._at(at, 0.0))
-
-    def conflict(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None:
-        """A conflict's record as of ``at``."""
-        return self.reader.conflict(conflict_id, self._at(at, 0.0))
-
-    def schema_info(self, *, at: int | None = None) -> dict[str, Any] | None:
-        """The schema in force at ``at``: revision, digest, source and document."""
-        return self.reader.schema_row(self._at(at, 0.0))
 
     def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
         """Decisions from the decisions log: (version, decision)."""

@@ -79,8 +79,11 @@ class ProjectionStore:
 class Projector:
     """Writes the rows of each folded decision into a :class:`ProjectionStore`."""
 
-    def __init__(self, store: ProjectionStore, state: GraphState) -> None:
+    def __init__(
+        self, store: ProjectionStore, state: GraphState, *, index_inputs: bool = False
+    ) -> None:
         self.store = store
+        self.index_inputs = index_inputs  # Kafka: map command offsets to decision versions
         self.state = state
         self._wb = WriteBatch(raw_mode=True)
         self._pending = 0
@@ -121,6 +124,8 @@ class Projector:
             wb.put(entity_key(CONFLICT, c, version), dumps(conflict_row(st, c)))
         if d["schema"] is not None:
             wb.put(entity_key(SCHEMA, "", version), dumps(dict(d["schema"])))
+        if self.index_inputs:
+            wb.put(rows.input_key(d["input_offset"]), rows.pack_version(version))
         self._pending += 1
         wb.put(_APPLIED, _U64.pack(version + 1))
 

@@ -25,27 +25,23 @@ __all__ = [
     "CONFLICT",
     "EDGE",
     "HISTORY",
+    "INPUT",
     "META",
     "SCHEMA",
     "SLOT",
     "dumps",
     "entity_key",
     "history_key",
+    "input_key",
     "inv",
     "loads",
+    "pack_version",
+    "unpack_version",
     "version_of",
 ]
 
-EDGE, ADJ, SLOT, CLAIM, CONFLICT, SCHEMA, HISTORY, META = (
-    b"E",
-    b"A",
-    b"S",
-    b"K",
-    b"C",
-    b"Y",
-    b"H",
-    b"M",
-)
+EDGE, ADJ, SLOT, CLAIM, CONFLICT, SCHEMA, HISTORY, META, INPUT = (
+    b"E", b"A", b"S", b"K", b"C", b"Y", b"H", b"M", b"I")  # fmt: skip
 _U64 = struct.Struct(">Q")
 _MAX = (1 << 64) - 1
 
@@ -63,10 +59,26 @@ def history_key(entity: str, version: int) -> bytes:
     return HISTORY + entity.encode("utf-8") + b"\x00" + _U64.pack(version)
 
 
-def version_of(key: bytes) -> int:
-    """The version a row key was written at."""
+def input_key(input_offset: int) -> bytes:
+    """Index row: the command at ``input_offset`` was decided at the version in the value."""
+    key: bytes = INPUT + _U64.pack(input_offset)
+    return key
+
+
+def pack_version(version: int) -> bytes:
+    return _U64.pack(version)
+
+
+def unpack_version(raw: bytes) -> int:
+    return int(_U64.unpack(raw)[0])
+
+
+def version_of(key: bytes, value: bytes | None = None) -> int:
+    """The version a row was written at (index rows carry it in their value)."""
+    if key[:1] == INPUT and value is not None:
+        return unpack_version(value)
     raw = _U64.unpack_from(key, len(key) - 8)[0]
-    return int(raw) if key[:1] == HISTORY else _MAX - int(raw)
+    return int(raw) if key[:1] in (HISTORY, INPUT) else _MAX - int(raw)
 
 
 def dumps(value: Any) -> bytes:

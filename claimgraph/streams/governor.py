@@ -285,18 +285,17 @@ def _claim(state: GraphState, cmd: Command, d: Decision) -> None:
     stale = False
     based = c["based_on_version"]
     if based is not None:
-        if based > state.head:
+        known = state.known_head()
+        if based > known:
             raise _Reject(
                 Reason.FUTURE_VERSION,
-                f"based_on_version {based} is above the graph's head {state.head}",
+                f"based_on_version {based} is above the graph's head {known}",
             )
-        changed = state.changed_at(key)
-        stale = changed > based
+        stale = state.changed_at(key) > state.seq_of(based)
         if stale and et.on_stale == OnStale.REJECT:
             raise _Reject(
                 Reason.STALE_CLAIM,
-                f"the slot changed at version {changed}, after "
-                f"version {based} that the claim was based on",
+                f"the slot changed after version {based}, which the claim was based on",
             )
     d["claim"] = _record(c)
     d["stale"] = stale
@@ -346,8 +345,7 @@ def _claim(state: GraphState, cmd: Command, d: Decision) -> None:
             d,
             conflict_id_for(c["command_id"]),
             Reason.STALE_CLAIM,
-            f"based on version {based}, but the slot changed at version "
-            f"{state.changed_at(key)}; held for a resolver",
+            f"based on version {based}, but the slot changed since; held for a resolver",
             withheld=[*own, *agreeing, *opposing],
             supersedes=[],
             against=opposing,
@@ -529,7 +527,7 @@ def _resolve(state: GraphState, cmd: Command, d: Decision) -> None:
     if not conflict.open:
         raise _Reject(
             Reason.CONFLICT_CLOSED,
-            f"conflict {c['conflict_id']!r} was closed at version {conflict.closed_at}",
+            f"conflict {c['conflict_id']!r} is already closed ({conflict.outcome})",
         )
     d["kind"] = "resolved"
     d["target"] = conflict.conflict_id
