@@ -208,3 +208,45 @@ def _sample(head: int, samples: int) -> list[int]:
     step = head / samples
     out = sorted({int(step * i) for i in range(1, samples)} | {head})
     return out
+
+
+def compare_with_reprojection(cfg: Any, graph: str, path: Path) -> tuple[int, int]:
+    """Kafka: re-project ``graph`` into a scratch store and compare it with ``path``.
+
+    The live projection is opened as a secondary instance (its projector may be running).
+    Returns (rows compared, head compared up to); raises IntegrityError on a difference.
+    """
+    from rocksdict import AccessType, Options
+    from rocksdict import Rdict as _Rdict
+
+    from .projections.kafka import KafkaProjector
+
+    scratch = Path(tempfile.mkdtemp(prefix="claimgraph-audit-"))
+    try:
+        live = _Rdict(
+            str(path / "projection"),
+            Options(raw_mode=True),
+            access_type=AccessType.secondary(str(scratch / "secondary")),
+        )
+        try:
+            live.try_catch_up_with_primary()
+            head = ProjectionStore.applied_of(live)
+            fresh = KafkaProjector(cfg, graph, scratch / "fresh")
+            try:
+                while fresh.applied < head:
+                    if fresh.step(timeout=1.0) == 0 and fresh.lag() == 0:
+                        break
+                rows, first = _compare_rows(live, fresh.store.db, head)
+            finally:
+                fresh.close()
+        finally:
+            live.close()
+        if first is not None:
+            raise IntegrityError(
+                f"the projection in {path} differs from a re-projection of "
+                f"the decisions log, first at version {first}",
+                first,
+            )
+        return rows, head
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -12,19 +12,22 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .errors import ClaimgraphError, InputError, SchemaError
+from .errors import ClaimgraphError, ConfigError, InputError, SchemaError
 from .graph import DEFAULT_GRAPH, Graph, Receipt, open_graph
 from .inputs import now_millis, parse_command
 from .model import LIMITS
 from .policy import load_schema_file
 from .wire import encode_command
+
+if TYPE_CHECKING:
+    from .logs.kafka import KafkaConfig
 
 __all__ = ["app", "main"]
 
@@ -48,6 +51,19 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 class _Ctx:
     data: Path = Path("./claimgraph-data")
+    bootstrap: str | None = None
+    graph: str = DEFAULT_GRAPH
+    prefix: str = "claimgraph"
+
+    def kafka(self) -> KafkaConfig:
+        from .logs.kafka import KafkaConfig
+
+        if not self.bootstrap:
+            raise ConfigError(
+                "this command needs a Kafka cluster: --bootstrap HOST:PORT "
+                "(or CLAIMGRAPH_BOOTSTRAP)"
+            )
+        return KafkaConfig(self.bootstrap, prefix=self.prefix)
 
 
 CTX = _Ctx()
@@ -75,12 +91,44 @@ def _root(
         Path,
         typer.Option("--data", "-d", envvar="CLAIMGRAPH_DATA", help="Data directory of the graph."),
     ] = Path("./claimgraph-data"),
+    bootstrap: Annotated[
+        str | None,
+        typer.Option(
+            "--bootstrap",
+            "-b",
+            envvar="CLAIMGRAPH_BOOTSTRAP",
+            help="Kafka bootstrap servers: use the Kafka runtime instead of the "
+            "embedded one (--data is then a projector's directory).",
+        ),
+    ] = None,
+    graph: Annotated[
+        str,
+        typer.Option(
+            "--graph", "-g", envvar="CLAIMGRAPH_GRAPH", help="Graph name (Kafka runtime)."
+        ),
+    ] = DEFAULT_GRAPH,
+    prefix: Annotated[
+        str, typer.Option("--prefix", envvar="CLAIMGRAPH_PREFIX", help="Kafka topic prefix.")
+    ] = "claimgraph",
 ) -> None:
     CTX.data = data
+    CTX.bootstrap = bootstrap
+    CTX.graph = graph
+    CTX.prefix = prefix
 
 
 @contextmanager
-def _graph(progress_label: str | None = None) -> Iterator[Graph]:
+def _graph(progress_label: str | None = None) -> Iterator[Any]:
+    if CTX.bootstrap:
+        from .kafka_graph import KafkaGraph
+
+        projection = CTX.data if (CTX.data / "projection").exists() else None
+        kg = KafkaGraph(CTX.kafka(), CTX.graph, projection)
+        try:
+            yield kg
+        finally:
+            kg.close()
+        return
     if progress_label:
         with _progress(progress_label) as cb:
             g = open_graph(CTX.data, progress=cb)
@@ -148,12 +196,15 @@ def _when(value: str | None) -> int | str | None:
 
 @app.command()
 def init(
-    graph: Annotated[str, typer.Option("--graph", "-g", help="Name of the graph.")] = (
-        DEFAULT_GRAPH
-    ),
+    graph: Annotated[
+        str | None,
+        typer.Option(
+            "--graph", "-g", help="Name of the graph (default: the global --graph, else 'default')."
+        ),
+    ] = None,
 ) -> None:
     """Create an empty graph in the data directory (idempotent)."""
-    g = open_graph(CTX.data, create=True, graph=graph)
+    g = open_graph(CTX.data, create=True, graph=graph or CTX.graph)
     try:
         out.print(f"graph {g.name!r} in {g.path} at version {g.head()}", markup=False)
     finally:
@@ -430,7 +481,7 @@ def head(as_json: JsonOpt = False) -> None:
     """The newest version (the offset of the last applied decision; -1 when empty)."""
     with _graph() as g:
         h = g.head()
-        pending = g.runtime.pending()
+        pending = g.runtime.pending() if hasattr(g, "runtime") else 0
         if as_json:
             _emit({"graph": g.name, "head": h, "pending": pending})
         else:
@@ -658,6 +709,9 @@ def log_cmd(
 @app.command()
 def verify(as_json: JsonOpt = False) -> None:
     """Re-run the governor over the commands log and compare decisions byte for byte."""
+    if CTX.bootstrap:
+        _verify_kafka(as_json)
+        return
     from .audit import verify as run_verify
 
     with _graph() as g, _progress("verify") as cb:
@@ -677,6 +731,9 @@ def audit(
     as_json: JsonOpt = False,
 ) -> None:
     """Re-project the decisions log into a fresh store and compare with the live graph."""
+    if CTX.bootstrap:
+        _audit_kafka(as_json)
+        return
     from .audit import audit as run_audit
 
     with _graph() as g, _progress("audit") as cb:
@@ -699,6 +756,27 @@ def demo(
     from .demo import run_demo
 
     run_demo(into, say=lambda s: out.print(s, markup=False))
+
+
+def _verify_kafka(as_json: bool) -> None:
+    from .cli_kafka import verify_kafka
+
+    verify_kafka(as_json)
+
+
+def _audit_kafka(as_json: bool) -> None:
+    from .cli_kafka import audit_kafka
+
+    audit_kafka(as_json)
+
+
+def _register_kafka() -> None:
+    from .cli_kafka import register
+
+    register(app)
+
+
+_register_kafka()
 
 
 def main() -> None:

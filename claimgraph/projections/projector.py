@@ -66,7 +66,12 @@ class ProjectionStore:
         self._wo.sync = False  # the logs are the durable truth; a lost tail is re-projected
 
     def applied(self) -> int:
-        v = self.db.get(_APPLIED)
+        return self.applied_of(self.db)
+
+    @staticmethod
+    def applied_of(db: Rdict) -> int:
+        """The last applied version recorded in a projection database (-1: none)."""
+        v = db.get(_APPLIED)
         return int(_U64.unpack(v)[0]) - 1 if v is not None else -1
 
     def write(self, wb: WriteBatch) -> None:

@@ -1,0 +1,287 @@
+"""The Kafka logs: topic layout, administration and the log port over one topic partition.
+
+Layout (``PREFIX`` defaults to ``claimgraph``):
+
+* ``PREFIX.commands`` — what agents ask; partitioned by graph (a graph's commands live in the
+  partition ``crc32(graph) % partitions``, keyed by the graph name);
+  ``message.timestamp.type=LogAppendTime`` so the governor's "now" comes from the log;
+  kept forever, since ``verify`` replays it.
+* ``PREFIX.decisions`` — the history: the same number of partitions, so each graph's decisions
+  live in exactly one partition (one total order, one version line); kept forever.
+* ``PREFIX.runs`` — run traces.
+
+Offsets in a partition written by transactions have gaps (commit markers, aborted records):
+nothing here assumes that the next offset is ``offset + 1``.
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+)
+
+from ..errors import ConfigError, StorageError
+from .base import LogRecord
+
+__all__ = ["KafkaConfig", "KafkaLog", "init_topics", "partition_for", "topic_partitions"]
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaConfig:
+    """Where the logs live. Read once at the edge; everything else takes it as is."""
+
+    bootstrap: str
+    prefix: str = "claimgraph"
+    partitions: int = 4
+    replication: int = 1
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def commands_topic(self) -> str:
+        return f"{self.prefix}.commands"
+
+    @property
+    def decisions_topic(self) -> str:
+        return f"{self.prefix}.decisions"
+
+    @property
+    def runs_topic(self) -> str:
+        return f"{self.prefix}.runs"
+
+    def client(self, **conf: Any) -> dict[str, Any]:
+        """A librdkafka configuration for this cluster."""
+        return {"bootstrap.servers": self.bootstrap, **self.extra, **conf}
+
+
+def partition_for(graph: str, partitions: int) -> int:
+    """The partition of a graph in the commands and decisions topics."""
+    return zlib.crc32(graph.encode("utf-8")) % partitions
+
+
+def topic_partitions(cfg: KafkaConfig, topic: str, timeout: float = 10.0) -> int:
+    """How many partitions ``topic`` has (ConfigError if it does not exist)."""
+    admin = AdminClient(cfg.client())
+    md = admin.list_topics(topic=topic, timeout=timeout)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None or not t.partitions:
+        raise ConfigError(
+            f"topic {topic!r} does not exist on {cfg.bootstrap} "
+            f"(run: claimgraph kafka init --bootstrap {cfg.bootstrap})"
+        )
+    return len(t.partitions)
+
+
+_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+
+
+def _topic_specs(cfg: KafkaConfig) -> list[tuple[str, int, dict[str, str]]]:
+    min_isr = "2" if cfg.replication >= 3 else "1"
+    common = {**_FOREVER, "min.insync.replicas": min_isr}
+    return [
+        (cfg.commands_topic, cfg.partitions, {**common, "message.timestamp.type": "LogAppendTime"}),
+        (cfg.decisions_topic, cfg.partitions, dict(common)),
+        (cfg.runs_topic, cfg.partitions, dict(common)),
+    ]
+
+
+def init_topics(cfg: KafkaConfig, timeout: float = 30.0) -> list[str]:
+    """Create the topics that do not exist yet; return one line per topic saying what it did.
+
+    Idempotent: existing topics are left alone and described (partitions, key configs); a
+    partition count that differs from the request is reported, not changed.
+    """
+    admin = AdminClient(cfg.client())
+    existing = admin.list_topics(timeout=timeout).topics
+    report: list[str] = []
+    to_create: list[NewTopic] = []
+    for name, parts, conf in _topic_specs(cfg):
+        if name in existing:
+            have = len(existing[name].partitions)
+            configs = _describe(admin, name, ("message.timestamp.type", "retention.ms"))
+            note = "" if have == parts else f" (asked for {parts}; left as is)"
+            report.append(
+                f"exists   {name}: {have} partitions{note}, "
+                + ", ".join(f"{k}={v}" for k, v in configs.items())
+            )
+        else:
+            to_create.append(
+                NewTopic(
+                    name, num_partitions=parts, replication_factor=cfg.replication, config=conf
+                )
+            )
+    if to_create:
+        futures = admin.create_topics(to_create, operation_timeout=timeout)
+        for name, fut in futures.items():
+            try:
+                fut.result(timeout=timeout)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise StorageError(f"cannot create topic {name}: {err.str()}") from None
+            spec = next(s for s in _topic_specs(cfg) if s[0] == name)
+            report.append(
+                f"created  {name}: {spec[1]} partitions, replication "
+                f"{cfg.replication}, "
+                + ", ".join(
+                    f"{k}={v}"
+                    for k, v in sorted(spec[2].items())
+                    if k in ("message.timestamp.type", "retention.ms", "min.insync.replicas")
+                )
+            )
+    return report
+
+
+def _describe(admin: AdminClient, topic: str, keys: Sequence[str]) -> dict[str, str]:
+    try:
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        entries = admin.describe_configs([res])[res].result(timeout=10)
+        return {k: entries[k].value for k in keys if k in entries}
+    except KafkaException:
+        return {}
+
+
+class KafkaLog:
+    """The log port over one partition of one topic (records keyed by ``key``)."""
+
+    def __init__(self, cfg: KafkaConfig, topic: str, partition: int, key: str = "") -> None:
+        self.cfg = cfg
+        self.topic = topic
+        self.partition = partition
+        self.key = key.encode("utf-8") if key else None
+        self._producer: Producer | None = None
+
+    def _get_producer(self) -> Producer:
+        if self._producer is None:
+            self._producer = Producer(
+                self.cfg.client(
+                    **{
+                        "enable.idempotence": True,
+                        "acks": "all",
+                        "linger.ms": 5,
+                        "batch.num.messages": 10000,
+                    }
+                )
+            )
+        return self._producer
+
+    def append(self, values: Sequence[bytes]) -> list[int]:
+        """Produce ``values`` (idempotent, acks=all) and return their offsets, in order."""
+        producer = self._get_producer()
+        offsets: list[int | None] = [None] * len(values)
+        errors: list[str] = []
+
+        def on_delivery(err: KafkaError | None, msg: Any, *, i: int) -> None:
+            if err is not None:
+                errors.append(err.str())
+            else:
+                offsets[i] = msg.offset()
+
+        for i, v in enumerate(values):
+            while True:
+                try:
+                    producer.produce(
+                        self.topic,
+                        value=bytes(v),
+                        key=self.key,
+                        partition=self.partition,
+                        on_delivery=functools.partial(on_delivery, i=i),
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        remaining = producer.flush(60)
+        if remaining or errors or any(o is None for o in offsets):
+            raise StorageError(
+                f"could not append to {self.topic}[{self.partition}]: "
+                f"{errors[0] if errors else f'{remaining} not acknowledged'}"
+            )
+        return [o for o in offsets if o is not None]
+
+    def read(self, start: int, limit: int, timeout: float = 10.0) -> list[LogRecord]:
+        """Up to ``limit`` committed records from ``start`` (read_committed), in order."""
+        out: list[LogRecord] = []
+        for rec in read_partition(self.cfg, self.topic, self.partition, start, limit, timeout):
+            out.append(rec[0])
+        return out
+
+    def end(self) -> int:
+        consumer = Consumer(
+            self.cfg.client(**{"group.id": "claimgraph-probe", "enable.auto.commit": False})
+        )
+        try:
+            _, high = consumer.get_watermark_offsets(
+                TopicPartition(self.topic, self.partition), timeout=10, cached=False
+            )
+            return int(high)
+        finally:
+            consumer.close()
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(10)
+
+
+def read_partition(
+    cfg: KafkaConfig,
+    topic: str,
+    partition: int,
+    start: int = 0,
+    limit: int | None = None,
+    timeout: float = 10.0,
+) -> list[tuple[LogRecord, bytes | None]]:
+    """Committed records (with keys) from ``start`` to the current end of a partition."""
+    consumer = Consumer(
+        cfg.client(
+            **{
+                "group.id": "claimgraph-reader",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+                "fetch.max.bytes": 52428800,
+            }
+        )
+    )
+    out: list[tuple[LogRecord, bytes | None]] = []
+    try:
+        consumer.assign([TopicPartition(topic, partition, max(start, 0))])
+        idle = 0.0
+        while limit is None or len(out) < limit:
+            want = 10000 if limit is None else min(10000, limit - len(out))
+            msgs = consumer.consume(num_messages=want, timeout=0.5)
+            if not msgs:
+                idle += 0.5
+                if idle >= timeout:
+                    raise StorageError(
+                        f"timed out reading {topic}[{partition}] "
+                        f"at offset {out[-1][0].offset + 1 if out else start}"
+                    )
+                continue
+            idle = 0.0
+            eof = False
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        eof = True
+                        continue
+                    raise StorageError(f"reading {topic}[{partition}]: {err.str()}")
+                out.append(
+                    (LogRecord(int(m.offset() or 0), m.timestamp()[1], m.value() or b""), m.key())
+                )
+                if limit is not None and len(out) >= limit:
+                    break
+            if eof:
+                break
+    finally:
+        consumer.close()
+    return out

@@ -1,0 +1,391 @@
+"""The governor on Kafka: a transactional consume → decide → produce loop (exactly once).
+
+One governor owns one partition of the commands topic (and the same partition of the
+decisions topic). Its ``transactional.id`` is derived from that partition, so a second
+governor for the same partition fences the first (a zombie's next transaction fails) and
+aborts whatever the zombie had in flight. Each transaction holds a batch of decisions and
+the consumer offset of the commands it decided (``send_offsets_to_transaction`` with the
+consumer group metadata, KIP-447): decisions and input position commit together or not at
+all, so a crash at any point neither loses nor duplicates a decision.
+
+On start (after ``init_transactions``, so no zombie transaction is still open) the governor
+folds the committed decisions log into one :class:`GraphState` per graph and resumes at the
+committed input offset. The decision logic is the pure core (:func:`decide` and
+:meth:`GraphState.evolve`), the very code the embedded runtime runs.
+
+Versions are Kafka offsets, which have gaps; the governor folds decisions by sequence number
+and keeps, per graph, the offsets of its *committed* decisions (``GraphState.offsets``) to
+translate a claim's ``based_on_version``. A transaction's decisions are contiguous in the
+partition, so replay can rebuild exactly what the live governor knew.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from ..errors import ClaimgraphError, IntegrityError
+from ..fold import GraphState
+from ..logs.kafka import KafkaConfig, read_partition, topic_partitions
+from ..model import Decision
+from ..wire import decode_decision, encode_decision
+from .governor import decide
+
+__all__ = ["GovernorFenced", "KafkaGovernor", "fold_partition", "verify_partition"]
+
+UNKEYED = "_unkeyed"
+
+
+class GovernorFenced(ClaimgraphError):
+    """Another governor took over this partition (or the transaction is unrecoverable)."""
+
+    exit_code = 9
+
+
+def _log(event: str, **fields: Any) -> None:
+    """One structured line on stderr (never tokens or keys)."""
+    line = {"ts": round(time.time(), 3), "event": event, **fields}
+    print(json.dumps(line, default=str), file=sys.stderr, flush=True)
+
+
+@dataclass
+class GovernorStats:
+    """Counters exposed as metrics."""
+
+    commands: int = 0
+    decisions_by_kind: dict[str, int] | None = None
+    aborts: int = 0
+    transactions: int = 0
+    lag: int = 0
+
+    def __post_init__(self) -> None:
+        if self.decisions_by_kind is None:
+            self.decisions_by_kind = {}
+
+
+def fold_partition(
+    cfg: KafkaConfig, partition: int, progress: Callable[[int], None] | None = None
+) -> tuple[dict[str, GraphState], int]:
+    """Fold the committed decisions of a partition into per-graph states (by sequence).
+
+    Returns the states and the number of decisions folded.
+    """
+    states: dict[str, GraphState] = {}
+    n = 0
+    for rec, key in read_partition(cfg, cfg.decisions_topic, partition, 0, None, 30.0):
+        d = decode_decision(rec.value)
+        graph = key.decode("utf-8") if key else d["graph"]
+        st = states.get(graph)
+        if st is None:
+            st = states[graph] = GraphState(graph)
+            st.offsets = []
+        st.evolve(d, st.decisions)
+        assert st.offsets is not None
+        st.offsets.append(rec.offset)
+        n += 1
+        if progress is not None and n % 10000 == 0:
+            progress(n)
+    return states, n
+
+
+class KafkaGovernor:
+    """Decides the commands of one partition, exactly once, in batched transactions."""
+
+    def __init__(
+        self,
+        cfg: KafkaConfig,
+        partition: int,
+        *,
+        batch_size: int = 1000,
+        batch_ms: int = 100,
+        owner: str | None = None,
+        on_batch: Callable[[KafkaGovernor, int], None] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.partition = partition
+        self.batch_size = batch_size
+        self.batch_ms = batch_ms
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+        self.on_batch = on_batch
+        self.transactional_id = f"{cfg.prefix}-governor-p{partition}"
+        self.group_id = f"{cfg.prefix}-governor-p{partition}"
+        self.states: dict[str, GraphState] = {}
+        self.stats = GovernorStats()
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+        self._stop = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Fence older governors, rebuild state from the decisions log, seek the input."""
+        parts = topic_partitions(self.cfg, self.cfg.commands_topic)
+        if self.partition >= parts:
+            raise ClaimgraphError(
+                f"partition {self.partition} does not exist: {self.cfg.commands_topic} has {parts}"
+            )
+        self._producer = Producer(
+            self.cfg.client(
+                **{
+                    "transactional.id": self.transactional_id,
+                    "transaction.timeout.ms": 60000,
+                    "linger.ms": 5,
+                    "batch.num.messages": 10000,
+                    "client.id": f"governor-{self.owner}",
+                }
+            )
+        )
+        self._producer.init_transactions(30)  # fences zombies, aborts their open transaction
+        self.states, n = fold_partition(self.cfg, self.partition)
+        self._consumer = Consumer(
+            self.cfg.client(
+                **{
+                    "group.id": self.group_id,
+                    "isolation.level": "read_committed",
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                    "client.id": f"governor-{self.owner}",
+                }
+            )
+        )
+        tp = TopicPartition(self.cfg.commands_topic, self.partition)
+        committed = self._consumer.committed([tp], timeout=30)[0].offset
+        start = committed if committed >= 0 else 0
+        self._consumer.assign([TopicPartition(self.cfg.commands_topic, self.partition, start)])
+        _log(
+            "governor.started",
+            partition=self.partition,
+            owner=self.owner,
+            decisions=n,
+            graphs=len(self.states),
+            resume_at=start,
+        )
+
+    def stop(self) -> None:
+        self._stop = True
+
+    def lag(self) -> int:
+        """Commands in the partition not yet decided (from the consumer's cached watermark)."""
+        if self._consumer is None:
+            return 0
+        tp = TopicPartition(self.cfg.commands_topic, self.partition)
+        _, high = self._consumer.get_watermark_offsets(tp, cached=True)
+        pos = self._consumer.position([tp])[0].offset
+        return max(0, int(high) - int(pos)) if high >= 0 and pos >= 0 else 0
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        self._producer = None
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self, *, idle_exit: float | None = None, max_commands: int | None = None) -> int:
+        """Decide until stopped (or idle for ``idle_exit`` s, or ``max_commands`` decided)."""
+        if self._consumer is None:
+            self.start()
+        decided = 0
+        idle_since = time.monotonic()
+        while not self._stop:
+            n = self.step()
+            decided += n
+            if n:
+                idle_since = time.monotonic()
+            elif idle_exit is not None and time.monotonic() - idle_since >= idle_exit:
+                break
+            if max_commands is not None and decided >= max_commands:
+                break
+        return decided
+
+    def step(self) -> int:
+        """One transaction: consume a batch, decide it, produce decisions, commit."""
+        consumer, producer = self._consumer, self._producer
+        assert consumer is not None and producer is not None
+        msgs = consumer.consume(num_messages=self.batch_size, timeout=self.batch_ms / 1000)
+        msgs = [m for m in msgs if self._usable(m)]
+        if not msgs:
+            return 0
+        delivered: list[tuple[str, int]] = []
+        failures: list[str] = []
+
+        def on_delivery(err: KafkaError | None, msg: Any) -> None:
+            if err is not None:
+                failures.append(err.str())
+            else:
+                delivered.append((msg.key().decode("utf-8"), msg.offset()))
+
+        try:
+            producer.begin_transaction()
+            for m in msgs:
+                key = m.key()
+                graph = key.decode("utf-8", "replace") if key else UNKEYED
+                st = self.states.get(graph)
+                if st is None:
+                    st = self.states[graph] = GraphState(graph)
+                    st.offsets = []
+                d = decide(st, m.value() or b"", int(m.offset() or 0), m.timestamp()[1])
+                st.evolve(d, st.decisions)
+                self._count(d)
+                self._produce(producer, graph, encode_decision(d), on_delivery)
+            last = int(msgs[-1].offset() or 0)
+            producer.send_offsets_to_transaction(
+                [
+                    TopicPartition(
+                        self.cfg.commands_topic, self.partition, last + 1, metadata=self.owner
+                    )
+                ],
+                consumer.consumer_group_metadata(),
+                30,
+            )
+            producer.commit_transaction(60)
+        except KafkaException as exc:
+            self._recover(exc)
+            return 0
+        if failures or len(delivered) != len(msgs):
+            # cannot happen after a successful commit; treat as a broken transaction
+            self._recover(
+                KafkaException(KafkaError(KafkaError._FAIL, f"delivery failed: {failures[:1]}"))
+            )
+            return 0
+        for graph, offset in delivered:
+            offsets = self.states[graph].offsets
+            assert offsets is not None
+            offsets.append(offset)
+        self.stats.transactions += 1
+        self.stats.commands += len(msgs)
+        if self.on_batch is not None:
+            self.on_batch(self, len(msgs))
+        return len(msgs)
+
+    def _produce(
+        self,
+        producer: Producer,
+        graph: str,
+        value: bytes,
+        cb: Callable[[KafkaError | None, Any], None],
+    ) -> None:
+        while True:
+            try:
+                producer.produce(
+                    self.cfg.decisions_topic,
+                    value=value,
+                    key=graph.encode("utf-8"),
+                    partition=self.partition,
+                    on_delivery=cb,
+                )
+                return
+            except BufferError:
+                producer.poll(0.05)
+
+    def _count(self, d: Decision) -> None:
+        by = self.stats.decisions_by_kind
+        assert by is not None
+        by[d["kind"]] = by.get(d["kind"], 0) + 1
+
+    def _usable(self, m: Any) -> bool:
+        err = m.error()
+        if err is None:
+            return True
+        if err.code() == KafkaError._PARTITION_EOF:
+            return False
+        if err.fatal():
+            raise GovernorFenced(f"consumer failed: {err.str()}")
+        _log("governor.consumer_error", error=err.str())
+        return False
+
+    def _recover(self, exc: KafkaException) -> None:
+        """Abort the transaction, and rebuild state and position from what is committed."""
+        err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        producer = self._producer
+        assert producer is not None
+        fatal = err is not None and (
+            err.fatal()
+            or err.code()
+            in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+        )
+        if fatal:
+            _log(
+                "governor.fenced",
+                partition=self.partition,
+                owner=self.owner,
+                error=err.str() if err else str(exc),
+            )
+            raise GovernorFenced(
+                f"governor for partition {self.partition} was fenced or "
+                f"failed fatally: {err.str() if err else exc}"
+            )
+        self.stats.aborts += 1
+        _log("governor.abort", partition=self.partition, error=str(exc))
+        try:
+            producer.abort_transaction(30)
+        except KafkaException as again:
+            raise GovernorFenced(f"cannot abort the transaction: {again}") from None
+        self.close()
+        self.start()
+
+
+def verify_partition(
+    cfg: KafkaConfig, partition: int, progress: Callable[[int, int], None] | None = None
+) -> tuple[int, int]:
+    """Re-run the governor over a commands partition; compare with the decisions partition.
+
+    Transactions are contiguous runs of offsets in the decisions partition, so the offsets
+    the live governor knew when it decided each command are rebuilt exactly. Returns
+    (commands, decisions); raises IntegrityError naming the first differing version.
+    """
+    commands = read_partition(cfg, cfg.commands_topic, partition, 0, None, 30.0)
+    decisions = read_partition(cfg, cfg.decisions_topic, partition, 0, None, 30.0)
+    tp = TopicPartition(cfg.commands_topic, partition)
+    c = Consumer(
+        cfg.client(
+            **{"group.id": f"{cfg.prefix}-governor-p{partition}", "enable.auto.commit": False}
+        )
+    )
+    try:
+        committed = c.committed([tp], timeout=30)[0].offset
+    finally:
+        c.close()
+    decided = [x for x in commands if x[0].offset < committed] if committed >= 0 else []
+    if len(decisions) != len(decided):
+        raise IntegrityError(
+            f"partition {partition}: {len(decided)} decided commands but "
+            f"{len(decisions)} decisions",
+            None,
+        )
+    states: dict[str, GraphState] = {}
+    pending: list[tuple[str, int]] = []
+    prev_offset: int | None = None
+    for i, ((cmd, key), (dec, _)) in enumerate(zip(decided, decisions, strict=True)):
+        if prev_offset is not None and dec.offset != prev_offset + 1:
+            for graph, off in pending:  # a new transaction: the previous one had committed
+                offs = states[graph].offsets
+                assert offs is not None
+                offs.append(off)
+            pending = []
+        prev_offset = dec.offset
+        graph = key.decode("utf-8", "replace") if key else UNKEYED
+        st = states.get(graph)
+        if st is None:
+            st = states[graph] = GraphState(graph)
+            st.offsets = []
+        d = decide(st, cmd.value, cmd.offset, cmd.timestamp)
+        if encode_decision(d) != dec.value:
+            raise IntegrityError(
+                f"decision at version {dec.offset} (partition {partition}) "
+                "differs from the governor's replay",
+                dec.offset,
+            )
+        st.evolve(d, st.decisions)
+        pending.append((graph, dec.offset))
+        if progress is not None and i % 1000 == 0:
+            progress(i, len(decided))
+    return len(decided), len(decisions)
