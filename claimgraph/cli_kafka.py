@@ -119,8 +119,11 @@ def governor(
     batch_size: Annotated[int, typer.Option(help="Commands per transaction (at most).")] = 1000,
     batch_ms: Annotated[int, typer.Option(help="Longest wait to fill a batch (ms).")] = 100,
     metrics_port: Annotated[
-        int | None, typer.Option(help="Serve Prometheus metrics on 127.0.0.1:PORT.")
+        int | None, typer.Option(help="Serve Prometheus metrics on PORT.")
     ] = None,
+    metrics_host: Annotated[
+        str, typer.Option(help="Address of the metrics server (0.0.0.0 in containers).")
+    ] = "127.0.0.1",
 ) -> None:
     """Run the exactly-once governor for one partition of the commands topic."""
     from .logs.kafka import partition_for, topic_partitions
@@ -131,7 +134,7 @@ def governor(
     cfg = ctx.kafka()
     if partition is None:
         partition = partition_for(ctx.graph, topic_partitions(cfg, cfg.commands_topic))
-    metrics = GovernorMetrics(metrics_port, partition)
+    metrics = GovernorMetrics(metrics_port, partition, metrics_host)
     gov = KafkaGovernor(
         cfg, partition, batch_size=batch_size, batch_ms=batch_ms, on_batch=metrics.update
     )
@@ -146,8 +149,11 @@ def governor(
 
 def projector(
     metrics_port: Annotated[
-        int | None, typer.Option(help="Serve Prometheus metrics on 127.0.0.1:PORT.")
+        int | None, typer.Option(help="Serve Prometheus metrics on PORT.")
     ] = None,
+    metrics_host: Annotated[
+        str, typer.Option(help="Address of the metrics server (0.0.0.0 in containers).")
+    ] = "127.0.0.1",
 ) -> None:
     """Project the --graph from Kafka into the --data directory (versioned RocksDB)."""
     from .metrics import ProjectorMetrics
@@ -155,7 +161,7 @@ def projector(
 
     ctx = _ctx()
     proj = KafkaProjector(ctx.kafka(), ctx.graph, Path(ctx.data))
-    metrics = ProjectorMetrics(metrics_port, ctx.graph)
+    metrics = ProjectorMetrics(metrics_port, ctx.graph, metrics_host)
     signal.signal(signal.SIGTERM, lambda *_: proj.stop())
     try:
         proj.run(on_batch=metrics.update)

@@ -27,7 +27,7 @@ __all__ = ["GovernorMetrics", "ProjectorMetrics"]
 class GovernorMetrics:
     """Metrics of one governor, updated after every transaction."""
 
-    def __init__(self, port: int | None, partition: int) -> None:
+    def __init__(self, port: int | None, partition: int, host: str = "127.0.0.1") -> None:
         self.registry = CollectorRegistry()
         labels = {"partition": str(partition)}
         self.commands = Counter(
@@ -64,7 +64,7 @@ class GovernorMetrics:
         self._aborts = 0
         self.partition = str(partition)
         if port is not None:
-            start_http_server(port, addr="127.0.0.1", registry=self.registry)
+            start_http_server(port, addr=host, registry=self.registry)
 
     def update(self, gov: KafkaGovernor, n: int) -> None:
         self.commands.inc(n)
@@ -87,7 +87,7 @@ class GovernorMetrics:
 class ProjectorMetrics:
     """Metrics of one projector."""
 
-    def __init__(self, port: int | None, graph: str) -> None:
+    def __init__(self, port: int | None, graph: str, host: str = "127.0.0.1") -> None:
         self.registry = CollectorRegistry()
         self.applied = Gauge(
             "claimgraph_applied_version", "Applied version", ["graph"], registry=self.registry
@@ -105,7 +105,7 @@ class ProjectorMetrics:
             registry=self.registry,
         ).labels(graph=graph)
         if port is not None:
-            start_http_server(port, addr="127.0.0.1", registry=self.registry)
+            start_http_server(port, addr=host, registry=self.registry)
 
     def update(self, proj: KafkaProjector, n: int) -> None:
         self.decisions.inc(n)
