@@ -99,7 +99,7 @@ def slot_keys(et: EdgeType | None, key: str) -> tuple[str, ...]:
 class ClaimState:
     """What the fold remembers of one claim (kept small: there may be millions)."""
 
-    __slots__ = ("agent", "asserts", "conflict", "edge", "status", "ts", "version")
+    __slots__ = ("agent", "asserts", "conflict", "edge", "status", "ts")
 
     def __init__(
         self,
@@ -107,7 +107,6 @@ class ClaimState:
         agent: str,
         asserts: bool,
         ts: int,
-        version: int,
         status: int,
         conflict: str | None,
     ) -> None:
@@ -115,7 +114,6 @@ class ClaimState:
         self.agent = agent
         self.asserts = asserts
         self.ts = ts
-        self.version = version
         self.status = status
         self.conflict = conflict
 
@@ -126,8 +124,9 @@ class EdgeState:
     __slots__ = ("changed", "visible", "withheld")
 
     def __init__(self) -> None:
-        self.visible: list[str] = []
-        self.withheld: list[str] = []
+        # tuples, not lists: most edges hold one claim, and there may be millions of edges
+        self.visible: tuple[str, ...] = ()
+        self.withheld: tuple[str, ...] = ()
         self.changed = -1
 
 
@@ -188,6 +187,7 @@ class GraphState:
         self.conflicts: dict[str, ConflictState] = {}
         self.grants: dict[str, GrantState] = {}
         self.other_commands: set[str] = set()  # ids of commands that are not claims
+        self._sides: dict[str, tuple[bool, bool]] = {}  # edge type → exclusive sides
         self.head = -1  # version of the last decision folded in
         # Where versions are not dense (Kafka offsets), the governor folds decisions by
         # sequence number and keeps the offsets of the committed ones here; None means
@@ -205,7 +205,22 @@ class GraphState:
         return self.schema.edge_types.get(name) if self.schema else None
 
     def slots_of(self, key: str) -> tuple[str, ...]:
-        return slot_keys(self.edge_type(key.split(SEP, 1)[0]), key)
+        """The exclusive slots of an edge under the schema in force (hot: cached by type)."""
+        name = key[: key.index(SEP)]
+        sides = self._sides.get(name)
+        if sides is None:
+            et = self.edge_type(name)
+            sides = self._sides[name] = (
+                (et.subject_exclusive, et.object_exclusive) if et is not None else (False, False)
+            )
+        if sides == (False, False):
+            return ()
+        t, st, si, ot, oi = key.split(SEP)
+        if sides == (True, False):
+            return (SEP.join((t, "out", st, si)),)
+        if sides == (False, True):
+            return (SEP.join((t, "in", ot, oi)),)
+        return (SEP.join((t, "out", st, si)), SEP.join((t, "in", ot, oi)))
 
     def edge_conflict(self, key: str) -> str | None:
         """The open conflict that makes an edge unknown, if any."""
@@ -301,7 +316,6 @@ class GraphState:
                 _intern(claim["agent"]),
                 claim["polarity"] == "assert",
                 claim["asserted_at"],
-                version,
                 LOST,
                 None,
             )
@@ -330,6 +344,7 @@ class GraphState:
         if d["schema"] is not None:
             self.schema = parse_schema(d["schema"]["document"], d["schema"]["source"])
             self.schema_rev = d["schema"]["revision"]
+            self._sides = {}
         if d["grant"] is not None:
             self.grants[d["grant"]["grant_id"]] = GrantState(d["grant"])
         if d["command_type"] == "revoke" and d["target"] in self.grants:
@@ -353,7 +368,7 @@ class GraphState:
         es = self.edges.get(key)
         if es is None:
             es = self.edges[key] = EdgeState()
-        es.visible.append(claim_id)
+        es.visible = (*es.visible, claim_id)
         if cs.asserts:
             for s in self.slots_of(key):
                 self.slot_holder[s] = key
@@ -366,7 +381,7 @@ class GraphState:
         self._remember(before, key)
         if cs.status == VISIBLE:
             es = self.edges[key]
-            es.visible.remove(claim_id)
+            es.visible = tuple(c for c in es.visible if c != claim_id)
             if not any(self.claims[c].asserts for c in es.visible):
                 for s in self.slots_of(key):
                     if self.slot_holder.get(s) == key:
@@ -408,7 +423,7 @@ class GraphState:
         es = self.edges.get(cs.edge)
         if es is None:
             es = self.edges[cs.edge] = EdgeState()
-        es.withheld.append(claim_id)
+        es.withheld = (*es.withheld, claim_id)
         if (claim_id, WITHHELD) not in ch.claims:
             ch.claims.append((claim_id, WITHHELD))
         ch.touch_edge(cs.edge)
@@ -420,7 +435,8 @@ class GraphState:
             return
         conflict = self.conflicts[cs.conflict]
         conflict.claims.remove(claim_id)
-        self.edges[cs.edge].withheld.remove(claim_id)
+        es = self.edges[cs.edge]
+        es.withheld = tuple(c for c in es.withheld if c != claim_id)
         cs.conflict = None
 
     def _maybe_close(

@@ -154,7 +154,7 @@ class Projector:
             self.store.write(self._wb)
             self._wb = WriteBatch(raw_mode=True)
             self._pending = 0
-        if len(self._claim_records) > 50_000:  # bounded: older records are read back
+        if len(self._claim_records) > 8192:  # bounded: older records are read back
             self._claim_records.clear()
 
     def set_graph(self, graph: str) -> None:

@@ -9,15 +9,16 @@ The NUL terminator makes entity keys prefix-free, and the inverted version sorts
 row of an entity first, so "the entity as of version V" is one forward ``seek`` to
 ``entity ‖ 0x00 ‖ inv(V)``: the first key found, if it still belongs to the entity, is the
 newest row with version <= V. History rows (family ``H``) use the plain version instead, so
-they read in chronological order. Values are canonical JSON (sorted keys, no spaces), so a
+they read in chronological order. Values are compact JSON built with a fixed key order, so a
 re-projection writes identical bytes.
 """
 
 from __future__ import annotations
 
-import json
 import struct
 from typing import Any
+
+from pydantic_core import from_json, to_json
 
 __all__ = [
     "ADJ",
@@ -82,10 +83,10 @@ def version_of(key: bytes, value: bytes | None = None) -> int:
 
 
 def dumps(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf-8"
-    )
+    """Compact JSON; deterministic because every row is built with a fixed key order."""
+    out: bytes = to_json(value)
+    return out
 
 
 def loads(raw: bytes) -> Any:
-    return json.loads(raw)
+    return from_json(raw)

@@ -10,6 +10,7 @@ writes neither loses nor duplicates a decision or a row.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 
 from rocksdict import WriteBatch
@@ -52,6 +53,7 @@ def fold_decisions(
         pos = records[-1].offset + 1
         if projector is not None:
             projector.flush()
+        gc.freeze()
         if progress is not None:
             progress(pos, end)
 
@@ -104,6 +106,7 @@ class EmbeddedRuntime:
         self.logs.stage_position(wb, GOVERNOR_POSITION, records[-1].offset + 1)
         self.logs.write(wb)  # decisions and input position: one atomic, synced batch
         projector.flush()  # the projection follows, never leads, the decisions log
+        gc.freeze()  # the folded state is long-lived: keep it out of full collections
         return out
 
     def run_until_idle(self, max_commands: int = 2048, progress: Progress | None = None) -> int:
