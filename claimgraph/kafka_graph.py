@@ -20,7 +20,7 @@ from rocksdict import AccessType, Options, Rdict
 
 from .api import GraphReads, GraphWrites, Receipt
 from .errors import ConfigError, StorageError, VersionNotYetAvailable
-from .logs.kafka import KafkaConfig, KafkaLog, partition_for, topic_partitions
+from .logs.kafka import KafkaConfig, KafkaLog, partition_for, topic_partitions, watermark
 from .model import Command, Decision
 from .projections.projector import ProjectionStore
 from .projections.reader import ProjectionReader
@@ -83,16 +83,7 @@ class KafkaGraph(GraphWrites, GraphReads):
     # -- writes ---------------------------------------------------------------------------------
 
     def _decisions_end(self) -> int:
-        c = Consumer(
-            self.cfg.client(**{"group.id": "claimgraph-client", "enable.auto.commit": False})
-        )
-        try:
-            _, high = c.get_watermark_offsets(
-                TopicPartition(self.cfg.decisions_topic, self.partition), timeout=10, cached=False
-            )
-            return int(high)
-        finally:
-            c.close()
+        return watermark(self.cfg, self.cfg.decisions_topic, self.partition)
 
     def submit(self, commands: list[Command | bytes]) -> list[Receipt]:
         """Produce commands and wait for their decisions (read-your-writes)."""

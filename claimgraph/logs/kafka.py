@@ -17,6 +17,7 @@ nothing here assumes that the next offset is ``offset + 1``.
 from __future__ import annotations
 
 import functools
+import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -118,6 +119,7 @@ def init_topics(cfg: KafkaConfig, timeout: float = 30.0) -> list[str]:
                     name, num_partitions=parts, replication_factor=cfg.replication, config=conf
                 )
             )
+    created: list[str] = []
     if to_create:
         futures = admin.create_topics(to_create, operation_timeout=timeout)
         for name, fut in futures.items():
@@ -137,6 +139,8 @@ def init_topics(cfg: KafkaConfig, timeout: float = 30.0) -> list[str]:
                     if k in ("message.timestamp.type", "retention.ms", "min.insync.replicas")
                 )
             )
+    if created:
+        _wait_for_leaders(admin, created, timeout)
     return report
 
 
@@ -214,20 +218,59 @@ class KafkaLog:
         return out
 
     def end(self) -> int:
-        consumer = Consumer(
-            self.cfg.client(**{"group.id": "claimgraph-probe", "enable.auto.commit": False})
-        )
-        try:
-            _, high = consumer.get_watermark_offsets(
-                TopicPartition(self.topic, self.partition), timeout=10, cached=False
-            )
-            return int(high)
-        finally:
-            consumer.close()
+        return watermark(self.cfg, self.topic, self.partition)
 
     def close(self) -> None:
         if self._producer is not None:
             self._producer.flush(10)
+
+
+def watermark(cfg: KafkaConfig, topic: str, partition: int, timeout: float = 15.0) -> int:
+    """The high watermark of a partition, retrying while leadership settles."""
+    consumer = Consumer(cfg.client(**{"group.id": "claimgraph-probe", "enable.auto.commit": False}))
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                _, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=5, cached=False
+                )
+                return int(high)
+            except KafkaException as exc:
+                err = exc.args[0]
+                if time.monotonic() >= deadline or (
+                    not err.retriable()
+                    and err.code()
+                    not in (
+                        KafkaError.NOT_LEADER_FOR_PARTITION,
+                        KafkaError.LEADER_NOT_AVAILABLE,
+                        KafkaError.UNKNOWN_TOPIC_OR_PART,
+                    )
+                ):
+                    raise StorageError(
+                        f"cannot read the end of {topic}[{partition}]: {err.str()}"
+                    ) from None
+                time.sleep(0.2)
+    finally:
+        consumer.close()
+
+
+def _wait_for_leaders(admin: AdminClient, topics: list[str], timeout: float) -> None:
+    """Block until every partition of ``topics`` has a leader (new topics are usable)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(timeout=timeout).topics
+        if all(
+            t in md
+            and md[t].error is None
+            and md[t].partitions
+            and all(p.leader >= 0 for p in md[t].partitions.values())
+            for t in topics
+        ):
+            return
+        if time.monotonic() >= deadline:
+            raise StorageError(f"topics {', '.join(topics)} have no leader after {timeout:g}s")
+        time.sleep(0.2)
 
 
 def read_partition(
