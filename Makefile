@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 DATA ?= ./claimgraph-data
 PYTEST_ARGS ?=
 
-.PHONY: help install demo test lint typecheck check bench clean
+.PHONY: help install demo test lint typecheck check bench clean kafka kafka-fetch
 
 help:
 	@echo "make demo       the main job: the first article's world on the embedded runtime"
@@ -15,6 +15,8 @@ help:
 	@echo "make bench      benchmarks, written to BENCHMARKS.md"
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make typecheck  mypy --strict on the package"
+	@echo "make kafka      a development Kafka broker (KRaft, 127.0.0.1) in ./kafka-data; Ctrl-C stops it"
+	@echo "make kafka-fetch  download the Kafka broker jars from Maven Central (once; needs Java 17, Maven)"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +38,13 @@ typecheck: $(STAMP)
 
 test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The broker jars go to ~/.cache/claimgraph/kafka-<version>/libs; later runs are offline.
+kafka-fetch: $(STAMP)
+	$(BIN)/python tools/kafka_broker.py fetch
+
+kafka: kafka-fetch
+	$(BIN)/python tools/kafka_broker.py start
 
 bench: $(STAMP)
 	$(BIN)/python tools/bench.py --out BENCHMARKS.md

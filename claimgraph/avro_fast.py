@@ -109,22 +109,58 @@ def _uint(z: int) -> bytes:
     return _ulong(z)
 
 
+# _SL[b]: the length a one-byte varint b gives a string, or -1 (negative, or more bytes)
+_SL = tuple(b >> 1 if b < 0x80 and not b & 1 else -1 for b in range(256))
+
+
 def _uvar(d: bytes, p: int) -> tuple[int, int]:
-    """Read the varint at ``d[p]``: (its unsigned value, the position after it)."""
+    """Read the varint at ``d[p]``: (its unsigned value, the position after it).
+
+    At most 10 bytes, and the tenth may only carry bit 63: anything longer or larger is not
+    an Avro long.
+    """
     b = d[p]
+    if b < 0x80:
+        return b, p + 1
     v = b & 0x7F
-    shift = 7
-    p += 1
-    while b & 0x80:
-        if shift == 70:
-            raise AvroDecodeError(f"varint longer than 10 bytes at byte {p - 10}")
-        b = d[p]
-        p += 1
-        v |= (b & 0x7F) << shift
-        shift += 7
-    if v >> 64:
-        raise AvroDecodeError(f"varint beyond 64 bits before byte {p}")
-    return v, p
+    b = d[p + 1]
+    if b < 0x80:
+        return v | b << 7, p + 2
+    v |= (b & 0x7F) << 7
+    b = d[p + 2]
+    if b < 0x80:
+        return v | b << 14, p + 3
+    v |= (b & 0x7F) << 14
+    b = d[p + 3]
+    if b < 0x80:
+        return v | b << 21, p + 4
+    v |= (b & 0x7F) << 21
+    b = d[p + 4]
+    if b < 0x80:
+        return v | b << 28, p + 5
+    v |= (b & 0x7F) << 28
+    b = d[p + 5]
+    if b < 0x80:
+        return v | b << 35, p + 6
+    v |= (b & 0x7F) << 35
+    b = d[p + 6]
+    if b < 0x80:
+        return v | b << 42, p + 7
+    v |= (b & 0x7F) << 42
+    b = d[p + 7]
+    if b < 0x80:
+        return v | b << 49, p + 8
+    v |= (b & 0x7F) << 49
+    b = d[p + 8]
+    if b < 0x80:
+        return v | b << 56, p + 9
+    v |= (b & 0x7F) << 56
+    b = d[p + 9]
+    if b < 2:
+        return v | b << 63, p + 10
+    if b < 0x80:
+        raise AvroDecodeError(f"varint beyond 64 bits at byte {p}")
+    raise AvroDecodeError(f"varint longer than 10 bytes at byte {p}")
 
 
 def _uvar32(d: bytes, p: int) -> tuple[int, int]:
@@ -420,8 +456,8 @@ class _EncoderGen(_Gen):
         a, out, piece, n = self.var("a"), self.var("o"), self.var("p"), self.var("m")
         lines = [
             f"{a} = {expr}",
-            f"if {a}:",
-            f"    {n} = len({a})",
+            f"{n} = len({a})",  # as fastavro: len(), so that None is refused, not empty
+            f"if {n}:",
             f"    {out} = [_LEN[{n}] if {n} < {_LEN_TABLE} else _ulong({n} << 1)]",
         ]
         if isinstance(node, _Array):
@@ -572,7 +608,7 @@ class _DecoderGen(_Gen):
     def __init__(self) -> None:
         super().__init__()
         self.namespace.update(
-            _Err=AvroDecodeError, _uvar=_uvar, _uvar32=_uvar32, _unpack_d=_UNPACK_D
+            _Err=AvroDecodeError, _SL=_SL, _uvar=_uvar, _uvar32=_uvar32, _unpack_d=_UNPACK_D
         )
 
     @staticmethod
@@ -623,11 +659,19 @@ class _DecoderGen(_Gen):
         if kind in ("string", "bytes"):
             value = "d[p:e].decode()" if kind == "string" else "d[p:e]"
             return [
-                *self._varint(),
-                "e = p + (u >> 1)",
-                "if u & 1 or e > N:",
-                f"    raise _Err(f'{kind} length {{(u >> 1) ^ -(u & 1)}} at byte {{p}} "
-                f"does not fit the {{N - p}} bytes left')",
+                "e = _SL[d[p]]",
+                "if e < 0:",
+                "    u, p = _uvar(d, p)",
+                "    if u & 1:",
+                f"        raise _Err(f'negative {kind} length {{(u >> 1) ^ -(u & 1)}} "
+                "before byte {p}')",
+                "    e = u >> 1",
+                "else:",
+                "    p += 1",
+                "e += p",
+                "if e > N:",
+                f"    raise _Err(f'{kind} length {{e - p}} at byte {{p}} "
+                "with {N - p} bytes left')",
                 f"{target} = {value}",
                 "p = e",
             ]
@@ -669,10 +713,10 @@ class _DecoderGen(_Gen):
             f"        {end} = p + (u >> 1)",
             f"        if u & 1 or {end} > N:",
             "            raise _Err(f'block byte size {(u >> 1) ^ -(u & 1)} at byte {p} "
-            "does not fit the {N - p} bytes left')",
+            "with {N - p} bytes left')",
             f"    if {c} * {size} > N - p:",
             f"        raise _Err(f'block of {{{c}}} items at byte {{p}} "
-            "does not fit the {N - p} bytes left')",
+            "with {N - p} bytes left')",
             f"    for _ in range({c}):",
             *_indent(read, 2),
             f"    if {end} >= 0 and p != {end}:",
@@ -705,7 +749,7 @@ def compile_decoder(schema: Any) -> Decoder:
             "    except UnicodeDecodeError as exc:",
             "        raise _Err(f'invalid UTF-8 in a string at byte {p}: {exc.reason}') from None",
             "    if p != N:",
-            "        raise _Err(f'{N - p} trailing bytes after the value')",
+            "        raise _Err(f'{N - p} trailing byte(s) after the value')",
             "    return value",
             "",
         ]

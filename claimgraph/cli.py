@@ -803,7 +803,3 @@ def main() -> None:
             markup=False,
         )
         sys.exit(70)
-
-
-if __name__ == "__main__":
-    main()

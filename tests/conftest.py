@@ -12,6 +12,8 @@ from claimgraph.graph import Graph
 
 ROOT = Path(__file__).resolve().parent.parent
 
+pytest_plugins = ["tests.kafka_fixtures"]  # a real Kafka broker (KRaft) for the Kafka suite
+
 SCHEMA = """
 principals:
   admins: [admin]

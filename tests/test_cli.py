@@ -16,7 +16,7 @@ from claimgraph.demo import run_demo
 from tests.conftest import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-CLI = [sys.executable, "-m", "claimgraph.cli"]
+CLI = [sys.executable, "-m", "claimgraph"]
 
 
 def _run(args: list[str], cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

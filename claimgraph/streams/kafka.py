@@ -32,7 +32,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from ..errors import ClaimgraphError, IntegrityError
+from ..errors import ClaimgraphError, IntegrityError, StorageError
 from ..fold import GraphState
 from ..logs.kafka import KafkaConfig, read_partition, topic_partitions
 from ..model import Decision
@@ -196,7 +196,15 @@ class KafkaGovernor:
         decided = 0
         idle_since = time.monotonic()
         while not self._stop:
-            n = self.step()
+            try:
+                n = self.step()
+            except GovernorFenced:
+                raise
+            except (KafkaException, StorageError) as exc:  # broker away: back off, rebuild
+                _log("governor.retry", partition=self.partition, error=str(exc))
+                time.sleep(1.0)
+                self._restart_quietly()
+                continue
             decided += n
             if n:
                 idle_since = time.monotonic()
@@ -328,9 +336,25 @@ class KafkaGovernor:
         try:
             producer.abort_transaction(30)
         except KafkaException as again:
-            raise GovernorFenced(f"cannot abort the transaction: {again}") from None
+            err2 = again.args[0] if again.args else None
+            if isinstance(err2, KafkaError) and err2.fatal():
+                raise GovernorFenced(f"cannot abort the transaction: {again}") from None
+            # the broker may be away; a new producer with the same transactional.id will
+            # abort the open transaction when it initialises
+        self._restart_quietly()
+
+    def _restart_quietly(self) -> None:
+        """Drop clients and state, then start again from what is committed (retrying)."""
         self.close()
-        self.start()
+        while not self._stop:
+            try:
+                self.start()
+                return
+            except GovernorFenced:
+                raise
+            except (KafkaException, StorageError, ClaimgraphError) as exc:
+                _log("governor.retry", partition=self.partition, error=str(exc))
+                time.sleep(1.0)
 
 
 def verify_partition(

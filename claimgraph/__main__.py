@@ -1,0 +1,5 @@
+"""``python -m claimgraph``: the command line."""
+
+from claimgraph.cli import main
+
+main()

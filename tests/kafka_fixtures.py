@@ -1,0 +1,121 @@
+"""Pytest fixtures that run a real Apache Kafka (KRaft) broker from ``tools/kafka_broker.py``.
+
+Register them once, in ``tests/conftest.py``::
+
+    pytest_plugins = ["tests.kafka_fixtures"]
+
+* ``kafka_broker`` (session): one broker+controller node, replication factor 1, started once in
+  a temporary directory (its ``server.log`` is there) and stopped at the end of the session.
+* ``kafka_cluster`` (per test, over one session-wide cluster): three nodes, each broker and
+  controller voter, replication factor 3 and ``min.insync.replicas=2``. A test may stop, kill
+  or restart nodes; before the next test every node is running again and every partition is
+  fully in sync.
+
+When the broker cannot be started (no Java, no Maven to fetch the jars, no confluent-kafka, or
+it does not come up), tests that use these fixtures are skipped with the reason, except when
+the environment variable ``CI`` is set (``CI=true``): then they fail, so CI never passes with
+the Kafka suite silently skipped. Tests that use them are marked ``kafka`` automatically, so
+``pytest -m "not kafka"`` leaves them out.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, NoReturn
+
+import pytest
+
+if TYPE_CHECKING:
+    from kafka_broker import KafkaBroker, KafkaCluster
+
+__all__ = [
+    "KAFKA_FIXTURES",
+    "in_ci",
+    "kafka_broker",
+    "kafka_cluster",
+    "kafka_cluster_session",
+    "pytest_collection_modifyitems",
+]
+
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
+KAFKA_FIXTURES = frozenset({"kafka_broker", "kafka_cluster", "kafka_cluster_session"})
+
+
+def _tool() -> ModuleType:
+    """tools/kafka_broker.py (not a package), imported once under the name ``kafka_broker``."""
+    mod = sys.modules.get("kafka_broker")
+    if mod is not None:
+        return mod
+    spec = importlib.util.spec_from_file_location("kafka_broker", TOOLS / "kafka_broker.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["kafka_broker"] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules["kafka_broker"]
+        raise
+    return mod
+
+
+def in_ci() -> bool:
+    """True when ``CI`` is set to anything but an explicit no (``""``, ``0``, ``false``, ``no``)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _unavailable(what: str, exc: BaseException) -> NoReturn:
+    reason = f"{what} could not be started: {exc}"
+    if in_ci():
+        pytest.fail(f"{reason}\n(CI is set, so this fails instead of skipping)", pytrace=False)
+    pytest.skip(reason.splitlines()[0])
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses a Kafka fixture with ``kafka``."""
+    for item in items:
+        if KAFKA_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.kafka)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """One running single-node Kafka broker for the whole session (``.bootstrap``)."""
+    kb = _tool()
+    try:
+        broker: KafkaBroker = kb.KafkaBroker(tmp_path_factory.mktemp("kafka-broker"))
+        broker.start()
+    except kb.BrokerError as exc:
+        _unavailable("the Kafka broker", exc)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """A three-node Kafka cluster for the whole session; use ``kafka_cluster`` in tests."""
+    kb = _tool()
+    try:
+        cluster: KafkaCluster = kb.KafkaCluster(tmp_path_factory.mktemp("kafka-cluster"))
+        cluster.start()
+    except kb.BrokerError as exc:
+        _unavailable("the three-node Kafka cluster", exc)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def kafka_cluster(kafka_cluster_session: KafkaCluster) -> KafkaCluster:
+    """The session's three-node cluster, every node running and every partition in sync."""
+    kafka_cluster_session.start()  # restarts the nodes a previous test stopped or killed
+    kafka_cluster_session.wait_fully_replicated()
+    return kafka_cluster_session

@@ -1,0 +1,179 @@
+"""The Kafka runtime against a real broker: governor, projector, client, verify, audit, fencing."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from claimgraph.audit import compare_with_reprojection
+from claimgraph.errors import VersionNotYetAvailable
+from claimgraph.kafka_graph import KafkaGraph
+from claimgraph.logs.kafka import KafkaConfig, init_topics, read_partition
+from claimgraph.projections.kafka import KafkaProjector
+from claimgraph.streams.kafka import GovernorFenced, KafkaGovernor, verify_partition
+from claimgraph.wire import decode_decision
+from tests.conftest import SCHEMA
+from tests.kafka_helpers import fresh_config, governor_thread
+
+T0 = 1_800_000_000_000
+
+
+def _project(cfg: KafkaConfig, graph: str, path: Path) -> KafkaProjector:
+    proj = KafkaProjector(cfg, graph, path)
+    proj.run(idle_exit=1.5)
+    return proj
+
+
+def test_end_to_end_on_kafka(kafka_broker: Any, tmp_path: Path) -> None:
+    """Writes return decisions and versions; versions have gaps; reads at them are exact."""
+    cfg = fresh_config(kafka_broker.bootstrap)
+    with KafkaGraph(cfg, "test") as g, governor_thread(cfg, g.partition):
+        assert g.publish_schema(SCHEMA, agent="admin").kind == "accepted"
+        a = g.assert_(
+            "runs_in",
+            "service:api",
+            "environment:staging",
+            agent="release",
+            task="promote",
+            asserted_at=T0,
+        )
+        b = g.assert_(
+            "runs_in",
+            "service:api",
+            "environment:prod",
+            agent="release-eu",
+            task="promote",
+            asserted_at=T0 + 10,
+        )
+        late = g.assert_(
+            "runs_in",
+            "service:api",
+            "environment:dev",
+            agent="release",
+            task="promote",
+            asserted_at=T0 + 5,
+        )
+        o1 = g.assert_("owns", "service:a", "database:d", agent="inventory")
+        o2 = g.assert_("owns", "service:b", "database:d", agent="dba", task="audit-1")
+        rej = g.assert_("owns", "service:c", "database:e", agent="mallory")
+        stale = g.assert_(
+            "runs_in",
+            "service:api",
+            "environment:qa",
+            agent="release",
+            task="promote",
+            asserted_at=T0 + 20,
+            based_on_version=a.version,
+        )
+    assert (b.reason, late.kind, o2.kind, rej.reason, stale.reason) == (
+        "supersedes",
+        "conflicted",
+        "quarantined",
+        "unauthorized",
+        "stale_claim",
+    )
+    versions = [a.version, b.version, late.version, o1.version, o2.version]
+    assert versions == sorted(versions)
+    assert any(y - x > 1 for x, y in itertools.pairwise(versions)), (
+        "transaction markers leave gaps between versions"
+    )
+    proj = _project(cfg, "test", tmp_path / "p")
+    proj.close()
+    with KafkaGraph(cfg, "test", tmp_path / "p") as r:
+        assert r.head() == stale.version
+        assert (
+            r.edge("runs_in", "service:api", "environment:staging", at=a.version).state == "present"
+        )
+        assert (
+            r.edge("runs_in", "service:api", "environment:staging", at=b.version).state == "absent"
+        )
+        # a version that is a gap (a commit marker) reads as the newest decision below it
+        assert (
+            r.edge("runs_in", "service:api", "environment:staging", at=a.version + 1).state
+            == "present"
+        )
+        e = r.edge("owns", "service:a", "database:d")
+        assert (e.state, e.conflict_id) == ("unknown", o2.decision["conflict_id"])
+        with pytest.raises(VersionNotYetAvailable):
+            r.edge("owns", "service:a", "database:d", at=r.head() + 100, timeout=0.3)
+    assert verify_partition(cfg, g.partition) == (8, 8)
+    rows, head = compare_with_reprojection(cfg, "test", tmp_path / "p")
+    assert rows > 0 and head == stale.version
+
+
+def test_graphs_sharing_a_partition_keep_separate_state(kafka_broker: Any) -> None:
+    """Two graphs on one partition: each has its own schema and claims."""
+    cfg = fresh_config(kafka_broker.bootstrap, partitions=1)
+    with KafkaGraph(cfg, "g1") as g1, KafkaGraph(cfg, "g2") as g2, governor_thread(cfg, 0):
+        assert g1.publish_schema(SCHEMA, agent="admin").kind == "accepted"
+        r = g2.assert_("depends_on", "service:a", "service:b", agent="inventory")
+        assert r.reason == "no_schema"
+        assert (
+            g1.assert_("depends_on", "service:a", "service:b", agent="inventory").kind == "accepted"
+        )
+
+
+def test_second_governor_fences_the_first(kafka_broker: Any) -> None:
+    """A second governor for the partition fences the first; one decision per command."""
+    cfg = fresh_config(kafka_broker.bootstrap, partitions=1)
+    g = KafkaGraph(cfg, "test")
+    first = KafkaGovernor(cfg, 0)
+    first.start()
+    g.commands.append([_tick(i) for i in range(50)])
+    assert first.run(idle_exit=2.0) == 50
+    g.commands.append([_tick(i) for i in range(50, 100)])
+    second = KafkaGovernor(cfg, 0)
+    second.start()  # init_transactions with the same transactional.id: the first is a zombie
+    with pytest.raises(GovernorFenced):
+        for _ in range(50):
+            first.step()
+    first.close()
+    assert second.run(idle_exit=2.0) == 50
+    second.close()
+    decisions = read_partition(cfg, cfg.decisions_topic, 0)
+    inputs = [decode_decision(rec.value)["input_offset"] for rec, _ in decisions]
+    assert sorted(inputs) == list(range(100)) and len(inputs) == 100
+    assert verify_partition(cfg, 0) == (100, 100)
+    g.close()
+
+
+def _tick(i: int) -> bytes:
+    from claimgraph.wire import encode_command
+
+    return encode_command(
+        {"type": "tick", "command_id": f"tick-{i}", "graph": "test", "agent": "ticker", "task": ""}
+    )
+
+
+def test_governor_restart_resumes_exactly(kafka_broker: Any) -> None:
+    """A governor that stops and restarts continues after the last committed transaction."""
+    cfg = fresh_config(kafka_broker.bootstrap, partitions=1)
+    g = KafkaGraph(cfg, "test")
+    g.commands.append([_tick(i) for i in range(30)])
+    gov = KafkaGovernor(cfg, 0, batch_size=7)
+    gov.start()
+    assert gov.run(idle_exit=1.5) == 30
+    gov.close()
+    g.commands.append([_tick(i) for i in range(30, 45)])
+    gov = KafkaGovernor(cfg, 0)
+    gov.start()
+    assert gov.states["test"].decisions == 30  # rebuilt from the decisions log
+    assert gov.run(idle_exit=1.5) == 15
+    gov.close()
+    assert verify_partition(cfg, 0) == (45, 45)
+    g.close()
+
+
+def test_kafka_init_is_idempotent_and_explains(kafka_broker: Any) -> None:
+    """kafka init creates the topics once and then reports what exists."""
+    cfg = KafkaConfig(kafka_broker.bootstrap, prefix=f"init{int(time.time() * 1000)}", partitions=3)
+    first = init_topics(cfg)
+    assert [line.split()[0] for line in first] == ["created"] * 3
+    assert any("LogAppendTime" in line for line in first)
+    again = init_topics(cfg)
+    assert [line.split()[0] for line in again] == ["exists"] * 3
+    assert "3 partitions" in again[0]
