@@ -25,6 +25,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,6 +70,30 @@ class GovernorStats:
     def __post_init__(self) -> None:
         if self.decisions_by_kind is None:
             self.decisions_by_kind = {}
+
+
+class _Stuck(Exception):
+    """A call into librdkafka did not return within its bound."""
+
+
+def _bounded(call: Callable[[], object], seconds: float) -> None:
+    """Run ``call`` with a hard time bound; re-raise its exception, or raise _Stuck."""
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, daemon=True, name="claimgraph-txn-call").start()
+    if not done.wait(seconds):
+        raise _Stuck(f"a transactional call did not return within {seconds:g}s")
+    if failure:
+        raise failure[0]
 
 
 def fold_partition(
@@ -245,16 +270,17 @@ class KafkaGovernor:
                 self._count(d)
                 self._produce(producer, graph, encode_decision(d), on_delivery)
             last = int(msgs[-1].offset() or 0)
-            producer.send_offsets_to_transaction(
-                [
-                    TopicPartition(
-                        self.cfg.commands_topic, self.partition, last + 1, metadata=self.owner
-                    )
-                ],
-                consumer.consumer_group_metadata(),
-                30,
-            )
-            producer.commit_transaction(60)
+            positions = [
+                TopicPartition(
+                    self.cfg.commands_topic, self.partition, last + 1, metadata=self.owner
+                )
+            ]
+            group = consumer.consumer_group_metadata()
+            _bounded(lambda: producer.send_offsets_to_transaction(positions, group, 15), 30)
+            _bounded(lambda: producer.commit_transaction(30), 45)
+        except _Stuck as exc:
+            self._abandon(str(exc))
+            return 0
         except KafkaException as exc:
             self._recover(exc)
             return 0
@@ -334,13 +360,25 @@ class KafkaGovernor:
         self.stats.aborts += 1
         _log("governor.abort", partition=self.partition, error=str(exc))
         try:
-            producer.abort_transaction(30)
+            _bounded(lambda: producer.abort_transaction(30), 45)
+        except _Stuck:
+            self._abandon("abort_transaction did not return")
+            return
         except KafkaException as again:
             err2 = again.args[0] if again.args else None
             if isinstance(err2, KafkaError) and err2.fatal():
                 raise GovernorFenced(f"cannot abort the transaction: {again}") from None
             # the broker may be away; a new producer with the same transactional.id will
             # abort the open transaction when it initialises
+        self._restart_quietly()
+
+    def _abandon(self, why: str) -> None:
+        """A transactional call is stuck in librdkafka (it can ignore its timeout when the
+        coordinator goes away): leave that producer behind; the new one's
+        ``init_transactions`` fences it and aborts its open transaction."""
+        self.stats.aborts += 1
+        _log("governor.abandon_producer", partition=self.partition, reason=why)
+        self._producer = None
         self._restart_quietly()
 
     def _restart_quietly(self) -> None:
