@@ -7,6 +7,7 @@ decisions with offset <= ``at``. Results are tri-state: ``present``, ``absent`` 
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from .rows import (
     SLOT,
     inv,
     loads,
+    version_of,
 )
 
 __all__ = ["EdgeView", "NeighborView", "ProjectionReader", "SlotView"]
@@ -109,6 +111,9 @@ class ProjectionReader:
     def __init__(self, db: Rdict) -> None:
         self.db = db
         self._schemas: dict[int, GraphSchema] = {}
+        self._schema_versions: list[int] = []  # versions of schema rows, ascending
+        self._schema_list: list[GraphSchema] = []
+        self._schema_known = -1  # schema rows are known up to this version
 
     # -- primitives ---------------------------------------------------------------------------
 
@@ -146,18 +151,39 @@ class ProjectionReader:
                 if k[:-8] != ent:
                     continue  # no row of this entity at or below ``at``; k is the next one
             yield ent[1:-1].decode("utf-8"), it.value()
-            it.seek(ent[:-1] + b"\x01")
+            it.next()  # most entities have one or two rows: step before seeking past them
+            if it.valid() and it.key()[:-8] == ent:
+                it.seek(ent[:-1] + b"\x01")
 
     def schema(self, at: int) -> GraphSchema | None:
-        raw = self._at(SCHEMA, "", at)
-        if raw is None:
-            return None
-        row = loads(raw)
-        rev = int(row["revision"])
-        s = self._schemas.get(rev)
-        if s is None:
-            s = self._schemas[rev] = parse_schema(row["document"], row["source"])
-        return s
+        """The schema in force at ``at`` (cached: reads must not re-parse it every time)."""
+        if at > self._schema_known:
+            self._load_schemas(at)
+        i = bisect_right(self._schema_versions, at) - 1
+        return self._schema_list[i] if i >= 0 else None
+
+    def _load_schemas(self, at: int) -> None:
+        prefix = SCHEMA + b"\x00"
+        it = self.db.iter()
+        it.seek(prefix)
+        found: list[tuple[int, GraphSchema]] = []
+        while it.valid():
+            k = it.key()
+            if not k.startswith(prefix):
+                break
+            v = version_of(k)
+            if v <= at:
+                row = loads(it.value())
+                rev = int(row["revision"])
+                parsed = self._schemas.get(rev)
+                if parsed is None:
+                    parsed = self._schemas[rev] = parse_schema(row["document"], row["source"])
+                found.append((v, parsed))
+            it.next()
+        found.sort(key=lambda x: x[0])
+        self._schema_versions = [v for v, _ in found]
+        self._schema_list = [p for _, p in found]
+        self._schema_known = at
 
     def schema_row(self, at: int) -> dict[str, Any] | None:
         raw = self._at(SCHEMA, "", at)
