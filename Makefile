@@ -46,8 +46,9 @@ kafka-fetch: $(STAMP)
 kafka: kafka-fetch
 	$(BIN)/python tools/kafka_broker.py start
 
-bench: $(STAMP)
+bench: $(STAMP) kafka-fetch
 	$(BIN)/python tools/bench.py --out BENCHMARKS.md
+	$(BIN)/python tools/bench_kafka.py --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench-data test-artifacts
