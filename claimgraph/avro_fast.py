@@ -74,10 +74,19 @@ def _varint_slow(z: int) -> bytes:
     return bytes(out)
 
 
+def _pairs(high_flag: int) -> list[bytes]:
+    """For x < 2**14: bytes((x & 0x7F | 0x80, x >> 7 | high_flag)), sliced from one buffer."""
+    buf = bytearray(2 * _TABLE)
+    buf[0::2] = bytes(range(0x80, 0x100)) * 128
+    buf[1::2] = b"".join(bytes((h | high_flag,)) * 128 for h in range(128))
+    raw = bytes(buf)
+    return [raw[i : i + 2] for i in range(0, 2 * _TABLE, 2)]
+
+
 # _VL[z]: the minimal varint of z < 2**14; _V14[x]: the 14 bits x as two bytes, both flagged
 # "more follows". A long varint is a run of _V14 pieces ended by one _VL piece.
-_VL: list[bytes] = [_varint_slow(z) for z in range(_TABLE)]
-_V14: list[bytes] = [bytes(((x & 0x7F) | 0x80, (x >> 7) | 0x80)) for x in range(_TABLE)]
+_VL: list[bytes] = [bytes((z,)) for z in range(0x80)] + _pairs(0)[0x80:]
+_V14: list[bytes] = _pairs(0x80)
 _LEN: list[bytes] = _VL[0::2]  # _LEN[n] is the varint of the zigzag of n >= 0
 
 
@@ -109,8 +118,13 @@ def _uint(z: int) -> bytes:
     return _ulong(z)
 
 
-# _SL[b]: the length a one-byte varint b gives a string, or -1 (negative, or more bytes)
-_SL = tuple(b >> 1 if b < 0x80 and not b & 1 else -1 for b in range(256))
+# The common cases inline, with tables indexed by a varint's first byte b: _SE[b] is where a
+# string ends relative to its length byte when b is its whole (non-negative) length, and
+# otherwise a huge offset that fails the bounds check and so takes the general path; _ZZ[b]
+# is the long a one-byte varint b stands for, or None.
+_FAR = 1 << 62
+_SE = tuple((b >> 1) + 1 if b < 0x80 and not b & 1 else _FAR for b in range(256))
+_ZZ = tuple((b >> 1) ^ -(b & 1) if b < 0x80 else None for b in range(256))
 
 
 def _uvar(d: bytes, p: int) -> tuple[int, int]:
@@ -163,12 +177,43 @@ def _uvar(d: bytes, p: int) -> tuple[int, int]:
     raise AvroDecodeError(f"varint longer than 10 bytes at byte {p}")
 
 
-def _uvar32(d: bytes, p: int) -> tuple[int, int]:
-    """Like :func:`_uvar`, for an Avro ``int``."""
-    v, p = _uvar(d, p)
-    if v >> 32:
+def _long(d: bytes, p: int) -> tuple[int, int]:
+    """Read the long at ``d[p]``: (its value, the position after it)."""
+    u, p = _uvar(d, p)
+    return (u >> 1) ^ -(u & 1), p
+
+
+def _int(d: bytes, p: int) -> tuple[int, int]:
+    """Read the int at ``d[p]``: (its value, the position after it)."""
+    u, p = _uvar(d, p)
+    if u >> 32:
         raise AvroDecodeError(f"int out of the 32-bit range before byte {p}")
-    return v, p
+    return (u >> 1) ^ -(u & 1), p
+
+
+def _span(d: bytes, p: int, what: str) -> tuple[int, int]:
+    """Where the string or bytes at ``d[p]`` (its length first) starts and ends."""
+    u, start = _uvar(d, p)
+    if u & 1:
+        raise AvroDecodeError(f"negative {what} length {(u >> 1) ^ -(u & 1)} at byte {p}")
+    end = start + (u >> 1)
+    if end > len(d):
+        raise AvroDecodeError(
+            f"{what} length {u >> 1} at byte {p} with {len(d) - start} bytes left"
+        )
+    return start, end
+
+
+def _string(d: bytes, p: int) -> tuple[str, int]:
+    """Read the string at ``d[p]``: (its value, the position after it)."""
+    start, end = _span(d, p, "string")
+    return d[start:end].decode(), end
+
+
+def _bytes(d: bytes, p: int) -> tuple[bytes, int]:
+    """Read the bytes at ``d[p]``: (their value, the position after them)."""
+    start, end = _span(d, p, "bytes")
+    return d[start:end], end
 
 
 # -- schemas ---------------------------------------------------------------------------------
@@ -292,7 +337,10 @@ class _Resolver:
         if len(branches) != 2 or branches.count("null") != 1:
             raise UnsupportedSchema(f"only unions of null and one type are supported: {branches}")
         null_index = branches.index("null")
-        return _Optional(self.node(branches[1 - null_index], ns), null_index)
+        other = branches[1 - null_index]
+        if isinstance(other, list):
+            raise UnsupportedSchema(f"a union may not contain a union: {branches}")
+        return _Optional(self.node(other, ns), null_index)
 
     def _record(self, schema: dict[str, Any], ns: str) -> _Record:
         name, ns = self._name(schema, ns)
@@ -608,18 +656,21 @@ class _DecoderGen(_Gen):
     def __init__(self) -> None:
         super().__init__()
         self.namespace.update(
-            _Err=AvroDecodeError, _SL=_SL, _uvar=_uvar, _uvar32=_uvar32, _unpack_d=_UNPACK_D
+            _Err=AvroDecodeError,
+            _SE=_SE,
+            _ZZ=_ZZ,
+            _uvar=_uvar,
+            _long=_long,
+            _int=_int,
+            _string=_string,
+            _bytes=_bytes,
+            _unpack_d=_UNPACK_D,
         )
 
     @staticmethod
-    def _varint(into: str = "u", reader: str = "_uvar") -> list[str]:
-        """Read an unsigned varint (a zigzagged value) into ``into``; one byte is inline."""
-        return [
-            f"{into} = d[p]",
-            "p += 1",
-            f"if {into} > 127:",
-            f"    {into}, p = {reader}(d, p - 1)",
-        ]
+    def _varint() -> list[str]:
+        """Read an unsigned varint (a zigzagged value) into ``u``; one byte is inline."""
+        return ["u = d[p]", "p += 1", "if u > 127:", "    u, p = _uvar(d, p - 1)"]
 
     def gen(self, node: _Node, target: str) -> list[str]:
         if isinstance(node, _Prim):
@@ -657,27 +708,24 @@ class _DecoderGen(_Gen):
 
     def _prim(self, kind: str, target: str) -> list[str]:
         if kind in ("string", "bytes"):
-            value = "d[p:e].decode()" if kind == "string" else "d[p:e]"
+            # one-byte length, fits: inline; anything else (long, negative, too long): _string
+            value = "d[p + 1 : e].decode()" if kind == "string" else "d[p + 1 : e]"
             return [
-                "e = _SL[d[p]]",
-                "if e < 0:",
-                "    u, p = _uvar(d, p)",
-                "    if u & 1:",
-                f"        raise _Err(f'negative {kind} length {{(u >> 1) ^ -(u & 1)}} "
-                "before byte {p}')",
-                "    e = u >> 1",
+                "e = p + _SE[d[p]]",
+                "if e <= N:",
+                f"    {target} = {value}",
                 "else:",
-                "    p += 1",
-                "e += p",
-                "if e > N:",
-                f"    raise _Err(f'{kind} length {{e - p}} at byte {{p}} "
-                "with {N - p} bytes left')",
-                f"{target} = {value}",
+                f"    {target}, e = {'_string' if kind == 'string' else '_bytes'}(d, p)",
                 "p = e",
             ]
         if kind in ("long", "int"):
-            reader = "_uvar" if kind == "long" else "_uvar32"
-            return [*self._varint(reader=reader), f"{target} = (u >> 1) ^ -(u & 1)"]
+            return [
+                f"{target} = _ZZ[d[p]]",
+                f"if {target} is None:",
+                f"    {target}, p = {'_long' if kind == 'long' else '_int'}(d, p)",
+                "else:",
+                "    p += 1",
+            ]
         if kind == "double":
             return [f"{target} = _unpack_d(d, p)[0]", "p += 8"]
         assert kind == "boolean"
@@ -701,26 +749,30 @@ class _DecoderGen(_Gen):
             read = self._prim("string", k) + self.gen(item, x) + [f"{target}[{k}] = {x}"]
         return [
             f"{target} = {'[]' if isinstance(node, _Array) else '{}'}",
-            "while True:",
-            *_indent(self._varint()),
-            "    if not u:",
-            "        break",
-            f"    {c} = (u >> 1) ^ -(u & 1)",
-            f"    {end} = -1",
-            f"    if {c} < 0:",
-            f"        {c} = -{c}",
+            *self._varint(),
+            "while u:",
+            "    if u & 1:  # a negative count: the block's size in bytes follows",
+            f"        {c} = (u >> 1) + 1",
             *_indent(self._varint(), 2),
             f"        {end} = p + (u >> 1)",
             f"        if u & 1 or {end} > N:",
             "            raise _Err(f'block byte size {(u >> 1) ^ -(u & 1)} at byte {p} "
             "with {N - p} bytes left')",
-            f"    if {c} * {size} > N - p:",
-            f"        raise _Err(f'block of {{{c}}} items at byte {{p}} "
+            f"        if {c} * {size} > {end} - p:",
+            f"            raise _Err(f'block of {{{c}}} items in {{{end} - p}} bytes "
+            "at byte {p}')",
+            f"        for _ in range({c}):",
+            *_indent(read, 3),
+            f"        if p != {end}:",
+            "            raise _Err(f'block ends at byte {p}, not at its stated size')",
+            "    else:",
+            f"        {c} = u >> 1",
+            f"        if {c} * {size} > N - p:",
+            f"            raise _Err(f'block of {{{c}}} items at byte {{p}} "
             "with {N - p} bytes left')",
-            f"    for _ in range({c}):",
-            *_indent(read, 2),
-            f"    if {end} >= 0 and p != {end}:",
-            "        raise _Err(f'block ends at byte {p}, not at its stated size')",
+            f"        for _ in range({c}):",
+            *_indent(read, 3),
+            *_indent(self._varint()),
         ]
 
 
@@ -745,7 +797,7 @@ def compile_decoder(schema: Any) -> Decoder:
             "    try:",
             *_indent(body, 2),
             "    except (IndexError, _StructError):",
-            "        raise _Err(f'truncated: the data ends inside the value') from None",
+            "        raise _Err('truncated: the data ends inside the value') from None",
             "    except UnicodeDecodeError as exc:",
             "        raise _Err(f'invalid UTF-8 in a string at byte {p}: {exc.reason}') from None",
             "    if p != N:",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
@@ -74,8 +74,19 @@ class _Codec:
         raw_fp = bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO"))
         self.fingerprint = int.from_bytes(raw_fp, "little")
         self.header = MARKER + raw_fp
-        self.encode: Encoder = compile_encoder(self.parsed, prefix=self.header)  # header + body
-        self.decode: Decoder = compile_decoder(self.parsed)
+
+    # encode (header + body) and decode are compiled on first use, then are plain attributes
+    encode: Encoder
+    decode: Decoder
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "encode":
+            self.encode = compile_encoder(self.parsed, prefix=self.header)
+            return self.encode
+        if name == "decode":
+            self.decode = compile_decoder(self.parsed)
+            return self.decode
+        raise AttributeError(name)
 
 
 @cache
@@ -99,7 +110,7 @@ def fingerprints() -> dict[str, str]:
 
 def encode_command(command: Command) -> bytes:
     """Encode a command; its ``type`` key (default ``claim``) picks the schema."""
-    kind = cast(str, command.get("type", "claim"))
+    kind: str = command.get("type", "claim")
     codec = _codecs().get(kind)
     if codec is None or kind == "decision":
         raise ValueError(f"unknown command type {kind!r}")
@@ -112,26 +123,28 @@ def command_type_of(data: bytes) -> str | None:
     return codec.name if codec else None
 
 
-def _read(codec: _Codec, data: bytes) -> dict[str, Any]:
-    try:
-        return cast(dict[str, Any], codec.decode(data, _HEADER))
-    except AvroDecodeError as exc:  # the one error the codec raises for foreign bytes
-        raise DecodeError("malformed", f"not a valid {codec.name} record: {exc}"[:300]) from None
+def _malformed(codec: _Codec, exc: AvroDecodeError) -> DecodeError:
+    return DecodeError("malformed", f"not a valid {codec.name} record: {exc}"[:300])
 
 
 def decode_command(data: bytes) -> Command:
     """Decode one command; raise :class:`DecodeError` for anything else."""
-    if len(data) < _HEADER or data[:2] != MARKER:
-        raise DecodeError("malformed", "not an Avro single-object record (no C3 01 marker)")
-    codec = _by_header().get(bytes(data[:_HEADER]))
+    if type(data) is not bytes:
+        data = bytes(data)
+    codec = _by_header().get(data[:_HEADER])
     if codec is None:
+        if len(data) < _HEADER or data[:2] != MARKER:
+            raise DecodeError("malformed", "not an Avro single-object record (no C3 01 marker)")
         raise DecodeError(
-            "unknown_fingerprint",
-            f"no command schema has fingerprint {bytes(data[2:_HEADER]).hex()}",
+            "unknown_fingerprint", f"no command schema has fingerprint {data[2:_HEADER].hex()}"
         )
-    record = _read(codec, data)
+    try:
+        record = codec.decode(data, _HEADER)  # a dict: every schema here is a record
+    except AvroDecodeError as exc:  # the one error the codec raises for foreign bytes
+        raise _malformed(codec, exc) from None
     record["type"] = codec.name
-    return cast(Command, record)
+    command: Command = record  # (typed by assignment: typing.cast costs a call per record)
+    return command
 
 
 def encode_decision(decision: Decision) -> bytes:
@@ -141,7 +154,13 @@ def encode_decision(decision: Decision) -> bytes:
 
 def decode_decision(data: bytes) -> Decision:
     """Decode a decision record (raise :class:`DecodeError` if it is not one)."""
+    if type(data) is not bytes:
+        data = bytes(data)
     codec = _codecs()["decision"]
-    if len(data) < _HEADER or bytes(data[:_HEADER]) != codec.header:
+    if not data.startswith(codec.header):
         raise DecodeError("unknown_fingerprint", "not a decision record")
-    return cast(Decision, _read(codec, data))
+    try:
+        decision: Decision = codec.decode(data, _HEADER)
+    except AvroDecodeError as exc:
+        raise _malformed(codec, exc) from None
+    return decision

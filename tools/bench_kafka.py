@@ -34,7 +34,12 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from rocksdict import AccessType, Options, Rdict  # noqa: E402
 
-from claimgraph.logs.kafka import KafkaConfig, KafkaLog, init_topics  # noqa: E402
+from claimgraph.logs.kafka import (  # noqa: E402
+    KafkaConfig,
+    KafkaLog,
+    _wait_for_leaders,
+    init_topics,
+)
 from claimgraph.projections.kafka import KafkaProjector  # noqa: E402
 from claimgraph.projections.rows import input_key, unpack_version  # noqa: E402
 from claimgraph.streams.kafka import KafkaGovernor  # noqa: E402
@@ -263,9 +268,9 @@ def main() -> None:
         init_topics(cfg)
         from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-        AdminClient(cfg.client()).create_topics([NewTopic("bench.copy", 1, 1)])[
-            "bench.copy"
-        ].result(30)
+        admin = AdminClient(cfg.client())
+        admin.create_topics([NewTopic("bench.copy", 1, 1)])["bench.copy"].result(30)
+        _wait_for_leaders(admin, ["bench.copy"], 30)
         _say(f"loading {n:,} commands ...")
         _load(cfg, n)
         _say("copy loop baseline ...")
