@@ -28,7 +28,7 @@ from .graph import Graph
 from .projections.projector import ProjectionStore, Projector
 from .projections.reader import ProjectionReader
 from .projections.rows import META, version_of
-from .streams.embedded import fold_decisions
+from .streams.embedded import GOVERNOR_POSITION, fold_decisions
 from .streams.governor import decide
 from .wire import decode_decision, encode_decision
 
@@ -69,7 +69,7 @@ def verify(graph: Graph, progress: Progress | None = None, batch: int = 4096) ->
     """Re-run the governor over the commands log; raise IntegrityError on any difference."""
     with graph._lock:
         logs = graph.logs
-        total = graph.runtime.position
+        total = graph.logs.position(GOVERNOR_POSITION)
         n_decisions = logs.decisions.end()
         state = GraphState(graph.name)
         pos = 0

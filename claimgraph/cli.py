@@ -481,7 +481,7 @@ def head(as_json: JsonOpt = False) -> None:
     """The newest version (the offset of the last applied decision; -1 when empty)."""
     with _graph() as g:
         h = g.head()
-        pending = g.runtime.pending() if hasattr(g, "runtime") else 0
+        pending = g.pending() if hasattr(g, "pending") else 0
         if as_json:
             _emit({"graph": g.name, "head": h, "pending": pending})
         else:

@@ -29,7 +29,7 @@ from .logs.embedded import EmbeddedLogStore
 from .model import Command, Decision
 from .projections.projector import ProjectionStore
 from .projections.reader import ProjectionReader
-from .streams.embedded import EmbeddedRuntime
+from .streams.embedded import GOVERNOR_POSITION, EmbeddedRuntime
 from .wire import decode_decision, encode_command
 
 __all__ = ["DEFAULT_GRAPH", "Graph", "NodeLike", "Receipt", "open_graph"]
@@ -98,13 +98,30 @@ class Graph(GraphWrites, GraphReads):
         except Exception:
             self.logs.close()
             raise
-        self.runtime = EmbeddedRuntime(self.logs, self.projection, name, progress=progress)
-        self.projector = self.runtime.projector
-        self.projector.set_graph(name)
+        self._progress = progress
+        self._runtime: EmbeddedRuntime | None = None
         self.reader = ProjectionReader(self.projection.db)
         self._closed = False
-        if self.runtime.pending():
+        # Reads need only the projection; the governor's state (a fold of the whole decisions
+        # log) is built on the first write, or now if the projection is behind the log.
+        behind = self.projection.applied() < self.logs.decisions.end() - 1
+        if behind or self.pending():
             self.process()
+
+    @property
+    def runtime(self) -> EmbeddedRuntime:
+        """The governor and projector, built (by folding the decisions log) on first use."""
+        with self._lock:
+            if self._runtime is None:
+                self._runtime = EmbeddedRuntime(
+                    self.logs, self.projection, self.name, progress=self._progress
+                )
+                self._runtime.projector.set_graph(self.name)
+            return self._runtime
+
+    def pending(self) -> int:
+        """Commands appended but not decided yet."""
+        return self.logs.commands.end() - self.logs.position(GOVERNOR_POSITION)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
