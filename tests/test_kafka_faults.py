@@ -95,7 +95,8 @@ def test_sigkill_projector_mid_batch_then_audit(kafka_broker: Any, tmp_path: Pat
     cfg = fresh_config(kafka_broker.bootstrap, partitions=1)
     log = KafkaLog(cfg, cfg.commands_topic, 0, key="test")
     log.append([_schema_command()])
-    log.append([record(i) for i in range(20_000)])
+    for start in range(0, 40_000, 10_000):
+        log.append([record(i) for i in range(start, start + 10_000)])
     log.close()
     gov = KafkaGovernor(cfg, 0, batch_size=2000)
     gov.start()
@@ -106,7 +107,11 @@ def test_sigkill_projector_mid_batch_then_audit(kafka_broker: Any, tmp_path: Pat
     applied_seen = []
     for _ in range(4):
         p = cli_process(cfg, "test", "--data", str(data), "projector")
-        time.sleep(rnd.uniform(2.0, 4.0))
+        assert p.stderr is not None
+        for line in p.stderr:  # kill only once it is projecting, at a random point
+            if b"projector.started" in line:
+                break
+        time.sleep(rnd.uniform(0.1, 1.2))
         os.kill(p.pid, signal.SIGKILL)
         p.wait()
         from claimgraph.projections.projector import ProjectionStore
@@ -122,7 +127,7 @@ def test_sigkill_projector_mid_batch_then_audit(kafka_broker: Any, tmp_path: Pat
     assert last == watermark(cfg, cfg.decisions_topic, 0) - 2  # the last decision, then a marker
     assert any(0 < a < last for a in applied_seen), f"no kill landed mid-stream: {applied_seen}"
     rows, head = compare_with_reprojection(cfg, "test", data)
-    assert head == last and rows > 20_000
+    assert head == last and rows > 40_000
 
 
 def _acknowledged_stream(
