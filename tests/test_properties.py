@@ -1,0 +1,284 @@
+"""Property tests of the core: replay, reads at a version, authority, one decision per command.
+
+The streams (``tests/strategies.py``) are random but make conflicts likely; reads through the
+RocksDB projection are compared with a reference fold written without ``claimgraph.fold``
+(``tests/reference.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rocksdict import WriteBatch
+
+from claimgraph.errors import UnknownSlotError
+from claimgraph.fold import GraphState
+from claimgraph.graph import Graph, open_graph
+from claimgraph.model import Decision
+from claimgraph.streams.governor import decide
+from claimgraph.wire import decode_decision, encode_decision
+
+from .reference import Authority, Edge, Slot, View, fold, schema_info, slots_of
+from .strategies import GRAPH, Stream, streams
+
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def decide_all(records: Sequence[bytes], times: Sequence[int]) -> list[Decision]:
+    """Decide every record from a fresh state with the pure core (decision i is version i)."""
+    state = GraphState(GRAPH)
+    out = []
+    for i, (record, now) in enumerate(zip(records, times, strict=True)):
+        d = decide(state, record, i, now)
+        state.evolve(d, i)
+        out.append(d)
+    return out
+
+
+def scratch() -> tempfile.TemporaryDirectory[str]:
+    """A temporary directory, in RAM when the machine has /dev/shm: the graphs are tiny, and
+    without fsync to a disk an example runs ~10x faster, which is what shrinking needs."""
+    ram = "/dev/shm"
+    usable = os.path.isdir(ram) and os.access(ram, os.W_OK)
+    return tempfile.TemporaryDirectory(prefix="claimgraph-props-", dir=ram if usable else None)
+
+
+def write_commands(graph: Graph, records: Sequence[bytes], times: Sequence[int]) -> None:
+    """Append records to the commands log with the given log times (the governor's now)."""
+    wb = WriteBatch(raw_mode=True)
+    graph.logs.commands.stage(wb, list(records), timestamps=list(times))
+    graph.logs.write(wb)
+
+
+def logged_decisions(graph: Graph) -> list[Decision]:
+    records = graph.logs.decisions.read(0, graph.logs.decisions.end() + 1)
+    assert [r.offset for r in records] == list(range(len(records)))
+    return [decode_decision(r.value) for r in records]
+
+
+@contextmanager
+def graph_after(stream: Stream, batch: int, reopen_at: int | None) -> Iterator[Graph]:
+    """An embedded graph that decided ``stream``, closed and reopened after ``reopen_at``."""
+    with scratch() as tmp:
+        graph = open_graph(tmp, create=True, graph=GRAPH)
+        try:
+            if reopen_at is not None:
+                write_commands(graph, stream.records[:reopen_at], stream.times[:reopen_at])
+                graph.process(batch)
+                graph.close()
+                graph = open_graph(tmp)
+                write_commands(graph, stream.records[reopen_at:], stream.times[reopen_at:])
+            else:
+                write_commands(graph, stream.records, stream.times)
+            graph.process(batch)
+            yield graph
+        finally:
+            graph.close()
+
+
+# -- 1. replay determinism --------------------------------------------------------------------
+
+
+@SETTINGS
+@given(streams())
+def test_replay_is_byte_for_byte_deterministic(stream: Stream) -> None:
+    """Deciding the same commands twice, or in the embedded graph, gives identical bytes."""
+    first = [encode_decision(d) for d in decide_all(stream.records, stream.times)]
+    second = [encode_decision(d) for d in decide_all(stream.records, stream.times)]
+    assert first == second
+    with scratch() as tmp:
+        graph = open_graph(tmp, create=True, graph=GRAPH)
+        try:
+            graph.append(list(stream.records))
+            graph.process()
+            commands = graph.logs.commands.read(0, len(stream.records) + 1)
+            logged = [r.value for r in graph.logs.decisions.read(0, len(stream.records) + 1)]
+        finally:
+            graph.close()
+    assert [r.value for r in commands] == list(stream.records)
+    replayed = decide_all([r.value for r in commands], [r.timestamp for r in commands])
+    assert logged == [encode_decision(d) for d in replayed]
+
+
+# -- 2. reads at a version equal the reference fold --------------------------------------------
+
+
+def halts(read: Callable[[], object]) -> tuple[bool, str | None]:
+    """Whether a read raised UnknownSlotError (on_unknown: halt), and for which conflict."""
+    try:
+        read()
+    except UnknownSlotError as exc:
+        return True, exc.conflict_id
+    return False, None
+
+
+def check_reads(graph: Graph, stream: Stream, view: View, v: int) -> None:
+    """Every read the stream can ask at version ``v`` equals the reference view's answer."""
+    reader = graph.reader
+    for e in stream.edges:
+        s, o = (e[1], e[2]), (e[3], e[4])
+        want = view.edge(e)
+        got_e = reader.edge(e[0], s, o, v, halt=False)
+        assert (got_e.state, got_e.conflict_id, sorted(got_e.claims)) == want, f"edge {e} at {v}"
+        halt = want[0] == "unknown" and view.halts(e[0])
+        want_halt = (halt, want[1] if halt else None)
+        assert halts(partial(graph.edge, e[0], s, o, at=v)) == want_halt, f"edge {e} at {v}"
+    for node in stream.nodes:
+        for direction in ("out", "in"):
+            for et in (None, *stream.edge_types):
+                where = f"{(node, direction, et)} at {v}"
+                want_n = view.neighbors(node, direction, et)
+                rows = reader.neighbors(node, v, edge_type=et, direction=direction, halt=False)
+                got_n = [
+                    (n.edge_type, n.node, n.state, n.conflict_id, sorted(n.claims)) for n in rows
+                ]
+                assert sorted(got_n) == want_n, f"neighbors{where}"
+                halt = any(n[2] == "unknown" and view.halts(n[0]) for n in want_n)
+                read = partial(graph.neighbors, node, edge_type=et, direction=direction, at=v)
+                assert halts(read)[0] == halt, f"neighbors{where}: halt"
+                if et is None:
+                    continue
+                want_s = view.slot(et, node, direction)
+                got_s = reader.slot(et, node, v, direction, halt=False)
+                assert (got_s.state, got_s.conflict_id, sorted(got_s.nodes)) == want_s, (
+                    f"slot{where}"
+                )
+                halt = want_s[0] == "unknown" and view.halts(et)
+                want_halt = (halt, want_s[1] if halt else None)
+                read = partial(graph.slot, et, node, direction=direction, at=v)
+                assert halts(read) == want_halt, f"slot{where}: halt"
+    got_q = {c["conflict_id"]: sorted(c["claims"]) for c in graph.quarantine(at=v)}
+    assert got_q == view.open_conflicts(), f"quarantine at version {v}"
+
+
+@SETTINGS
+@given(
+    streams(),
+    st.sampled_from((1, 3, 2048)),
+    st.data(),
+)
+def test_reads_at_any_version_equal_the_reference_fold(
+    stream: Stream, batch: int, data: st.DataObject
+) -> None:
+    """Every read of the projection at version V equals the reference fold of decisions <= V."""
+    n = len(stream.records)
+    reopen_at = data.draw(st.none() | st.integers(0, n), label="reopen_at")
+    with graph_after(stream, batch, reopen_at) as graph:
+        decisions = logged_decisions(graph)
+        assert graph.head() == len(decisions) - 1
+        versions = data.draw(
+            st.lists(st.integers(-1, n - 1), min_size=1, max_size=4, unique=True),
+            label="versions",
+        )
+        for v in sorted({*versions, n - 1}):
+            check_reads(graph, stream, fold(decisions, v), v)
+
+
+# -- 3. authority -----------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(streams())
+def test_no_unauthorised_write_is_accepted(stream: Stream) -> None:
+    """Every admitted claim, retract, resolve and admin command came from someone allowed."""
+    auth = Authority()
+    for d, c in zip(decide_all(stream.records, stream.times), stream.commands, strict=True):
+        admitted = d["kind"] != "rejected"
+        if admitted:
+            assert c is not None and d["agent"] == c["agent"] and d["task"] == c["task"]
+        if d["kind"] in ("accepted", "conflicted", "quarantined") and d["claim"] is not None:
+            assert c is not None and c["type"] == "claim"
+            assert auth.may_write(c["edge_type"], c["agent"], c["task"], d["log_time"]), (
+                f"{c['command_id']}: {c['agent']}/{c['task']} wrote {c['edge_type']} "
+                f"at {d['log_time']} without authority"
+            )
+        elif admitted and c is not None and c["type"] in ("grant", "revoke", "publish_schema"):
+            schema = auth.schema
+            if schema is None:  # the first schema must name its publisher as an admin
+                assert c["type"] == "publish_schema" and d["schema"] is not None
+                schema = schema_info(d["schema"]["document"])
+            assert schema.is_admin(c["agent"]), f"{c['command_id']}: not an admin"
+        elif admitted and c is not None and c["type"] == "resolve":
+            assert auth.schema is not None and auth.schema.is_resolver(c["agent"])
+        elif admitted and c is not None and c["type"] == "retract":
+            assert auth.owners.get(c["claim_id"]) == c["agent"], f"{c['command_id']}: not owner"
+        auth.apply(d)
+
+
+# -- 4. exactly one decision per command -----------------------------------------------------
+
+
+@SETTINGS
+@given(streams(), st.sampled_from((1, 2, 5, 2048)), st.data())
+def test_exactly_one_decision_per_command(stream: Stream, batch: int, data: st.DataObject) -> None:
+    """One decision per command, in order, whatever the batches and restarts; ids are unique."""
+    reopen_at = data.draw(st.none() | st.integers(0, len(stream.records)), label="reopen_at")
+    with graph_after(stream, batch, reopen_at) as graph:
+        decisions = logged_decisions(graph)
+    assert len(decisions) == len(stream.records)
+    assert decisions == decide_all(stream.records, stream.times)  # the pure core's, unchanged
+    seen: set[str] = set()
+    for i, (d, c) in enumerate(zip(decisions, stream.commands, strict=True)):
+        assert d["input_offset"] == i
+        assert d["log_time"] == stream.times[i]
+        if d["kind"] == "rejected":  # a rejection changes nothing
+            assert d["claim"] is d["schema"] is d["grant"] is d["conflict_id"] is None
+            assert d["supersedes"] == d["withheld"] == d["released"] == d["dismissed"] == []
+        if c is None:
+            assert d["kind"] == "rejected" and d["command_type"] == "undecodable"
+            continue
+        assert d["command_id"] == c["command_id"]
+        duplicate = c["command_id"] in seen
+        assert (d["reason"] == "duplicate_command") == duplicate, f"decision {i}"
+        seen.add(c["command_id"])
+
+
+# -- invariants at every version --------------------------------------------------------------
+
+
+def invariant_problems(view: View) -> dict[str, list[str]]:
+    """What breaks the invariants the governor must keep, by invariant."""
+    problems: dict[str, list[str]] = {"polarity": [], "slot": [], "edge conflict": []}
+    holders: dict[Slot, set[Edge]] = {}
+    for e in sorted(view.known):
+        polarities = {view.claims[k].asserts for k in view.visible(e)}
+        if len(polarities) > 1:
+            problems["polarity"].append(f"edge {e} has visible asserts and denies")
+        if True in polarities:
+            for slot in slots_of(view.schema, e):
+                holders.setdefault(slot, set()).add(e)
+        if len(view.edge_conflicts(e)) > 1:
+            problems["edge conflict"].append(f"edge {e} is withheld in {view.edge_conflicts(e)}")
+    for slot, edges in sorted(holders.items()):
+        if len(edges) > 1:
+            problems["slot"].append(f"exclusive slot {slot} has visible asserts on {sorted(edges)}")
+    held = sorted({s for slots in view.held.values() for s in slots})
+    problems["slot conflict"] = [
+        f"slot {s} is held by {view.slot_holders(s)}" for s in held if len(view.slot_holders(s)) > 1
+    ]
+    return problems
+
+
+@SETTINGS
+@given(streams())
+def test_invariants_hold_at_every_version(stream: Stream) -> None:
+    """At every version: one polarity per edge, one edge per exclusive slot, one conflict each."""
+    view = View()
+    for d in decide_all(stream.records, stream.times):
+        view.apply(d)
+        problems = invariant_problems(view)
+        v = view.version
+        assert problems["polarity"] == [], f"visible claims disagree at version {v}"
+        assert problems["slot"] == [], f"exclusive slot with several edges at version {v}"
+        assert problems["edge conflict"] == [], f"edge in several conflicts at version {v}"
+        assert problems["slot conflict"] == [], f"slot held by several conflicts at version {v}"
