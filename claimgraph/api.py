@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .errors import InputError
 from .inputs import now_millis, to_millis
@@ -68,6 +68,19 @@ class GraphWrites:
     def _one(self, command: Command) -> Receipt:
         raise NotImplementedError
 
+    def _send(
+        self, kind: str, agent: str, task: str, command_id: str | None, fields: dict[str, Any]
+    ) -> Receipt:
+        """Build a command from the fields every command carries plus ``fields``; submit it."""
+        envelope = {
+            "type": kind,
+            "command_id": command_id or str(uuid.uuid4()),
+            "graph": self.name,
+            "agent": agent,
+            "task": task,
+        }
+        return self._one(cast(Command, {**envelope, **fields}))
+
     def claim(
         self,
         edge_type: str,
@@ -88,13 +101,12 @@ class GraphWrites:
     ) -> Receipt:
         """Assert (or with ``polarity='deny'`` deny) an edge."""
         s, o = _node(subject), _node(obj)
-        return self._one(
+        return self._send(
+            "claim",
+            agent,
+            task,
+            command_id,
             {
-                "type": "claim",
-                "command_id": command_id or str(uuid.uuid4()),
-                "graph": self.name,
-                "agent": agent,
-                "task": task,
                 "run_id": run_id,
                 "edge_type": edge_type,
                 "subject_type": s[0],
@@ -108,7 +120,7 @@ class GraphWrites:
                 "asserted_at": now_millis() if asserted_at is None else to_millis(asserted_at),
                 "based_on_version": based_on_version,
                 "properties": dict(properties or {}),
-            }
+            },
         )
 
     def assert_(self, edge_type: str, subject: NodeLike, obj: NodeLike, **kw: Any) -> Receipt:
@@ -129,17 +141,16 @@ class GraphWrites:
         command_id: str | None = None,
     ) -> Receipt:
         """Withdraw one's own claim (retirement: gone from head, readable before)."""
-        return self._one(
+        return self._send(
+            "retract",
+            agent,
+            task,
+            command_id,
             {
-                "type": "retract",
-                "command_id": command_id or str(uuid.uuid4()),
-                "graph": self.name,
-                "agent": agent,
-                "task": task,
                 "run_id": None,
                 "claim_id": claim_id,
                 "reason": reason,
-            }
+            },
         )
 
     def resolve(
@@ -154,18 +165,17 @@ class GraphWrites:
         command_id: str | None = None,
     ) -> Receipt:
         """A resolver's verdict: ``winner`` (a claim id) or ``None`` to reject every claim."""
-        return self._one(
+        return self._send(
+            "resolve",
+            agent,
+            task,
+            command_id,
             {
-                "type": "resolve",
-                "command_id": command_id or str(uuid.uuid4()),
-                "graph": self.name,
-                "agent": agent,
-                "task": task,
                 "conflict_id": conflict_id,
                 "winner": winner,
                 "resolver": resolver,
                 "rationale": rationale,
-            }
+            },
         )
 
     def publish_schema(
@@ -178,16 +188,15 @@ class GraphWrites:
         command_id: str | None = None,
     ) -> Receipt:
         """Publish a graph schema document (YAML) as ``agent`` (an admin)."""
-        return self._one(
+        return self._send(
+            "publish_schema",
+            agent,
+            task,
+            command_id,
             {
-                "type": "publish_schema",
-                "command_id": command_id or str(uuid.uuid4()),
-                "graph": self.name,
-                "agent": agent,
-                "task": task,
                 "document": document,
                 "source": source,
-            }
+            },
         )
 
     def grant(
@@ -201,44 +210,34 @@ class GraphWrites:
         command_id: str | None = None,
     ) -> Receipt:
         """Grant extra write scope (admin only), optionally until ``expires_at`` (log time)."""
-        return self._one(
+        return self._send(
+            "grant",
+            agent,
+            "",
+            command_id,
             {
-                "type": "grant",
-                "command_id": command_id or str(uuid.uuid4()),
-                "graph": self.name,
-                "agent": agent,
-                "task": "",
                 "grantee_agent": grantee_agent,
                 "grantee_task": grantee_task,
                 "edge_type": edge_type,
                 "expires_at": None if expires_at is None else to_millis(expires_at),
-            }
+            },
         )
 
     def revoke(self, grant_id: str, *, agent: str, command_id: str | None = None) -> Receipt:
         """Revoke a grant (admin only)."""
-        return self._one(
+        return self._send(
+            "revoke",
+            agent,
+            "",
+            command_id,
             {
-                "type": "revoke",
-                "command_id": command_id or str(uuid.uuid4()),
-                "graph": self.name,
-                "agent": agent,
-                "task": "",
                 "grant_id": grant_id,
-            }
+            },
         )
 
     def tick(self, *, agent: str = "ticker") -> Receipt:
         """Write a tick: time advances for the governor only through the log."""
-        return self._one(
-            {
-                "type": "tick",
-                "command_id": str(uuid.uuid4()),
-                "graph": self.name,
-                "agent": agent,
-                "task": "",
-            }
-        )
+        return self._send("tick", agent, "", None, {})
 
 
 class GraphReads:

@@ -27,7 +27,7 @@ from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from .avro_fast import AvroDecodeError, Decoder, Encoder, compile_decoder, compile_encoder
 from .errors import DecodeError
-from .model import Command, Decision
+from .model import COMMAND_TYPES, Command, Decision
 
 __all__ = [
     "MARKER",
@@ -42,17 +42,7 @@ __all__ = [
 
 MARKER = b"\xc3\x01"
 _HEADER = 10
-_COMMAND_SCHEMAS = (
-    "claim",
-    "retract",
-    "resolve",
-    "publish_schema",
-    "grant",
-    "revoke",
-    "tick",
-    "read_blocked",
-    "invalid_input",
-)
+_COMMAND_SCHEMAS = COMMAND_TYPES
 
 
 def schema_dir() -> Path:

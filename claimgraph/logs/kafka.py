@@ -33,7 +33,16 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from ..errors import ConfigError, StorageError
 from .base import LogRecord
 
-__all__ = ["KafkaConfig", "KafkaLog", "init_topics", "partition_for", "topic_partitions"]
+__all__ = [
+    "KafkaConfig",
+    "KafkaLog",
+    "consumer_lag",
+    "init_topics",
+    "partition_for",
+    "read_partition",
+    "topic_partitions",
+    "watermark",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +280,14 @@ def _wait_for_leaders(admin: AdminClient, topics: list[str], timeout: float) -> 
         if time.monotonic() >= deadline:
             raise StorageError(f"topics {', '.join(topics)} have no leader after {timeout:g}s")
         time.sleep(0.2)
+
+
+def consumer_lag(consumer: Consumer, topic: str, partition: int) -> int:
+    """Records of a partition a consumer has not read yet (from its cached watermark)."""
+    tp = TopicPartition(topic, partition)
+    _, high = consumer.get_watermark_offsets(tp, cached=True)
+    pos = consumer.position([tp])[0].offset
+    return max(0, int(high) - int(pos)) if high >= 0 and pos >= 0 else 0
 
 
 def read_partition(

@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from ..errors import ClaimgraphError
 from ..fold import GraphState
-from ..logs.kafka import KafkaConfig, partition_for, topic_partitions
+from ..logs.kafka import KafkaConfig, consumer_lag, partition_for, topic_partitions
 from ..wire import decode_decision
 from .projector import ProjectionStore, Projector
 
@@ -101,10 +101,7 @@ class KafkaProjector:
         """Records of the decisions partition not yet read."""
         if self._consumer is None:
             return 0
-        tp = TopicPartition(self.cfg.decisions_topic, self.partition)
-        _, high = self._consumer.get_watermark_offsets(tp, cached=True)
-        pos = self._consumer.position([tp])[0].offset
-        return max(0, int(high) - int(pos)) if high >= 0 and pos >= 0 else 0
+        return consumer_lag(self._consumer, self.cfg.decisions_topic, self.partition)
 
     def close(self) -> None:
         if self._consumer is not None:

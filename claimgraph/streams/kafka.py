@@ -35,7 +35,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from ..errors import ClaimgraphError, IntegrityError, StorageError
 from ..fold import GraphState
-from ..logs.kafka import KafkaConfig, read_partition, topic_partitions
+from ..logs.kafka import KafkaConfig, consumer_lag, read_partition, topic_partitions
 from ..model import Decision
 from ..wire import decode_decision, encode_decision
 from .governor import decide
@@ -198,13 +198,10 @@ class KafkaGovernor:
         self._stop = True
 
     def lag(self) -> int:
-        """Commands in the partition not yet decided (from the consumer's cached watermark)."""
+        """Commands in the partition not yet decided."""
         if self._consumer is None:
             return 0
-        tp = TopicPartition(self.cfg.commands_topic, self.partition)
-        _, high = self._consumer.get_watermark_offsets(tp, cached=True)
-        pos = self._consumer.position([tp])[0].offset
-        return max(0, int(high) - int(pos)) if high >= 0 and pos >= 0 else 0
+        return consumer_lag(self._consumer, self.cfg.commands_topic, self.partition)
 
     def close(self) -> None:
         if self._consumer is not None:
