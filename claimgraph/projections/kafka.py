@@ -9,6 +9,7 @@ serve one graph, each with its own projection directory.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -137,6 +138,7 @@ class KafkaProjector:
                 n += 1
             self.decisions += 1
         self.projector.flush()
+        gc.freeze()  # the folded state is long-lived: keep it out of full collections
         return n
 
     def run(

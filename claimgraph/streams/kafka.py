@@ -21,6 +21,7 @@ partition, so replay can rebuild exactly what the live governor knew.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
@@ -116,8 +117,11 @@ def fold_partition(
         assert st.offsets is not None
         st.offsets.append(rec.offset)
         n += 1
-        if progress is not None and n % 10000 == 0:
-            progress(n)
+        if n % 10000 == 0:
+            gc.freeze()
+            if progress is not None:
+                progress(n)
+    gc.freeze()
     return states, n
 
 
@@ -293,6 +297,7 @@ class KafkaGovernor:
             offsets.append(offset)
         self.stats.transactions += 1
         self.stats.commands += len(msgs)
+        gc.freeze()  # the folded state is long-lived: keep it out of full collections
         if self.on_batch is not None:
             self.on_batch(self, len(msgs))
         return len(msgs)
