@@ -9,6 +9,7 @@ questions are asked of the graph at earlier versions, to show it exactly as it w
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,6 +207,12 @@ def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
     out.reads["checkout_target"] = [n[1] for n in slot.nodes]
     say(f"   where does checkout run now? {', '.join(n[1] for n in slot.nodes) or 'nowhere'}")
 
+    # the command as the user can type it (make demo runs .venv/bin/claimgraph)
+    cli = (
+        "claimgraph"
+        if shutil.which("claimgraph") or not sys.argv[0].endswith("claimgraph")
+        else sys.argv[0]
+    )
     say("\n9. An auditor re-checks everything from the logs.")
     v = verify(g)
     say(
@@ -219,8 +226,8 @@ def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
     )
     out.reads["verified"] = True
     say(
-        f"\nExplore it yourself:  claimgraph --data {g.path} neighbors service:checkout\n"
-        f"                      claimgraph --data {g.path} history service_owns_database "
+        f"\nExplore it yourself:  {cli} --data {g.path} neighbors service:checkout\n"
+        f"                      {cli} --data {g.path} history service_owns_database "
         "service:checkout database:orders-db\n"
-        f"                      claimgraph --data {g.path} log"
+        f"                      {cli} --data {g.path} log"
     )
