@@ -235,6 +235,21 @@ class GraphState:
                 return c
         return None
 
+    def conflicts_touching(self, key: str) -> set[str]:
+        """Every open conflict that makes an edge unknown (its own claims, or a slot)."""
+        out: set[str] = set()
+        es = self.edges.get(key)
+        if es is not None:
+            for c in es.withheld:
+                conflict = self.claims[c].conflict
+                if conflict is not None:
+                    out.add(conflict)
+        for s in self.slots_of(key):
+            conflict = self.slot_conflict.get(s)
+            if conflict is not None:
+                out.add(conflict)
+        return out
+
     def edge_own(self, key: str) -> tuple[str, str | None, list[str]]:
         """Like :meth:`edge_read` but ignoring slot conflicts: what an edge row stores."""
         es = self.edges.get(key)
@@ -345,6 +360,7 @@ class GraphState:
             self.schema = parse_schema(d["schema"]["document"], d["schema"]["source"])
             self.schema_rev = d["schema"]["revision"]
             self._sides = {}
+            self._rebuild_slot_holders()  # cardinalities may have changed
         if d["grant"] is not None:
             self.grants[d["grant"]["grant_id"]] = GrantState(d["grant"])
         if d["command_type"] == "revoke" and d["target"] in self.grants:
@@ -355,6 +371,27 @@ class GraphState:
         self._mark_changed(before, version, ch)
         return ch
 
+    def _rebuild_slot_holders(self) -> None:
+        """Recompute which edge holds each exclusive slot under the schema now in force."""
+        self.slot_holder = {}
+        for key, es in self.edges.items():
+            if any(self.claims[c].asserts for c in es.visible):
+                for s in self.slots_of(key):
+                    self.slot_holder[s] = key
+
+    def slot_violations(self, schema: GraphSchema) -> list[str]:
+        """Slots that would hold visible asserts on several edges under ``schema``."""
+        seen: dict[str, str] = {}
+        bad: list[str] = []
+        for key, es in self.edges.items():
+            if not any(self.claims[c].asserts for c in es.visible):
+                continue
+            for s in slot_keys(schema.edge_types.get(key.split(SEP, 1)[0]), key):
+                if s in seen and seen[s] != key:
+                    bad.append(s)
+                seen[s] = key
+        return bad
+
     def _remember(self, before: dict[str, str], key: str) -> None:
         if key not in before:
             before[key] = self.edge_read(key)[0]
@@ -363,7 +400,7 @@ class GraphState:
         cs = self.claims[claim_id]
         key = cs.edge
         self._remember(before, key)
-        self._leave_conflict(claim_id, cs)
+        self._leave_conflict(claim_id, cs, ch)
         cs.status = VISIBLE
         es = self.edges.get(key)
         if es is None:
@@ -386,7 +423,7 @@ class GraphState:
                 for s in self.slots_of(key):
                     if self.slot_holder.get(s) == key:
                         del self.slot_holder[s]
-        self._leave_conflict(claim_id, cs)
+        self._leave_conflict(claim_id, cs, ch)
         cs.status = status
         ch.claims.append((claim_id, status))
         ch.touch_edge(key)
@@ -410,7 +447,8 @@ class GraphState:
             conflict = self.conflicts[conflict_id] = ConflictState(
                 conflict_id, cs.edge.split(SEP, 1)[0], version
             )
-        for s in self.slots_of(cs.edge):
+        # a withheld deny disputes its edge only: denials do not occupy exclusive slots
+        for s in self.slots_of(cs.edge) if cs.asserts else ():
             if s not in conflict.slots:
                 conflict.slots.append(s)
             if self.slot_conflict.get(s) != conflict_id:
@@ -430,9 +468,11 @@ class GraphState:
         if conflict_id not in ch.conflicts:
             ch.conflicts.append(conflict_id)
 
-    def _leave_conflict(self, claim_id: str, cs: ClaimState) -> None:
+    def _leave_conflict(self, claim_id: str, cs: ClaimState, ch: Changes | None = None) -> None:
         if cs.status != WITHHELD or cs.conflict is None:
             return
+        if ch is not None and cs.conflict not in ch.conflicts:
+            ch.conflicts.append(cs.conflict)  # its row lists the claims it still holds
         conflict = self.conflicts[cs.conflict]
         conflict.claims.remove(claim_id)
         es = self.edges[cs.edge]

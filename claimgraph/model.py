@@ -128,6 +128,7 @@ class Reason(StrEnum):
     UNKNOWN_CONFLICT = "unknown_conflict"
     CONFLICT_CLOSED = "conflict_closed"
     NOT_IN_CONFLICT = "not_in_conflict"
+    CONFLICT_OVERLAP = "conflict_overlap"
     UNKNOWN_GRANT = "unknown_grant"
     # accepted administrative commands
     SCHEMA_PUBLISHED = "schema_published"

@@ -10,14 +10,16 @@ Fold, per decision (rejected decisions change nothing):
 2. ``supersedes`` → superseded, ``withheld`` → withheld in ``conflict_id``, a retract's
    ``target`` → retired, ``released`` → visible, ``dismissed`` → dismissed;
 3. a conflict is *open* while it withholds at least one claim. While open it *holds* the
-   exclusive slots of the edges of every claim withheld in it since it opened (slots computed
-   under the schema in force when the claim was withheld).
+   exclusive slots of the edges of every asserting claim withheld in it since it opened (slots
+   computed under the schema in force when the claim was withheld; denials hold no slot).
 
 Reads at a version (the fold of decisions ``0..V``):
 
 * an edge is **unknown** when it has a withheld claim, or one of its exclusive slots (per the
-  cardinality of the schema in force at V) is held by an open conflict; otherwise **present**
-  when one of its visible claims asserts it, else **absent**;
+  cardinality of the schema in force at V) is held by an open conflict, which the read names:
+  the one withholding its claims, else the one holding its subject-side slot, else its
+  object-side one (for neighbours: the queried node's side first); otherwise the edge is
+  **present** when one of its visible claims asserts it, else **absent**;
 * neighbours are the edges of a node that ever had a visible or withheld claim, minus absent
   ones; a slot is unknown while an open conflict holds it, else present when it has a present
   neighbour, else absent.
@@ -178,7 +180,9 @@ class View:
         if status == "withheld":
             assert conflict is not None, f"{claim_id} withheld without a conflict id"
             claim.conflict = conflict
-            self.held.setdefault(conflict, set()).update(slots_of(self.schema, claim.edge))
+            # a withheld deny disputes its edge only: denials do not occupy exclusive slots
+            slots = slots_of(self.schema, claim.edge) if claim.asserts else set()
+            self.held.setdefault(conflict, set()).update(slots)
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -204,15 +208,19 @@ class View:
     def edge_conflicts(self, edge: Edge) -> list[str]:
         """The conflicts withholding claims of this edge (one at most, if the governor is right)."""
         return sorted(
-            {c.conflict for c in self.claims.values() if c.edge == edge and c.status == "withheld"}
-        )  # type: ignore[type-var]
+            {
+                c.conflict
+                for c in self.claims.values()
+                if c.edge == edge and c.status == "withheld" and c.conflict is not None
+            }
+        )
 
     def edge(self, edge: Edge, first: str = "out") -> tuple[str, str | None, list[str]]:
         """(present | absent | unknown, conflict id, visible claim ids) of an edge.
 
         The conflict named is the one withholding the edge's claims, else the one holding its
-        ``first`` side's slot, else the other side's (they differ only if two conflicts hold
-        the edge, which the invariants rule out under one schema).
+        ``first`` side's slot, else the other side's (which differ only if two open conflicts
+        hold the edge, which the invariants rule out).
         """
         visible = self.visible(edge)
         own = self.edge_conflicts(edge)
@@ -247,7 +255,9 @@ class View:
                 out.append((e[0], other, state, conflict, visible))
         return sorted(out)
 
-    def slot(self, edge_type: str, node: Node, direction: str) -> tuple[str, str | None, list]:
+    def slot(
+        self, edge_type: str, node: Node, direction: str
+    ) -> tuple[str, str | None, list[Node]]:
         """(present | absent | unknown, conflict id, present neighbours) of a slot."""
         nodes = sorted(
             n[1] for n in self.neighbors(node, direction, edge_type) if n[2] == "present"
@@ -268,6 +278,8 @@ def fold(decisions: Sequence[Decision], version: int) -> View:
 
 @dataclass
 class Grant:
+    """An accepted grant: grantee patterns, edge type (or ``*``), expiry, and revocation."""
+
     agent: str
     task: str
     edge_type: str

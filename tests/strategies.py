@@ -193,13 +193,13 @@ class _Picks:
     def __init__(self, value: int) -> None:
         self.value = value
 
-    def int(self, n: int) -> int:
+    def below(self, n: int) -> int:
         """A number in ``range(n)``."""
         self.value, v = divmod(self.value, n)
         return v
 
     def of(self, options: Sequence[T]) -> T:
-        return options[self.int(len(options))]
+        return options[self.below(len(options))]
 
     def near(self, ids: Sequence[str]) -> str:
         """An id (``c<n>`` or ``cf:c<n>``): the first with n >= a pick, else the last one.
@@ -208,12 +208,12 @@ class _Picks:
         other commands.
         """
         ordered = sorted(ids, key=_number)
-        v = self.int(256)
+        v = self.below(256)
         return next((x for x in ordered if _number(x) >= v), ordered[-1])
 
     def one_in(self, n: int) -> bool:
         """True with probability 1/n (False when shrunk)."""
-        return self.int(n) == n - 1
+        return self.below(n) == n - 1
 
 
 def _number(command_id: str) -> int:
@@ -237,12 +237,17 @@ def command_specs(max_commands: int) -> st.SearchStrategy[list[Spec]]:
 
 
 @st.composite
-def streams(draw: st.DrawFn, max_commands: int = 40, republish: bool = True) -> Stream:
-    """A schema and a stream of commands over small pools (see :func:`build`)."""
+def streams(draw: st.DrawFn, max_commands: int = 40, revisions: tuple[int, int] = (0, 2)) -> Stream:
+    """A schema and a stream of commands over small pools (see :func:`build`).
+
+    ``revisions`` bounds how many other schemas (revisions of the first, or new ones) later
+    publishes may bring into force; ``(0, 0)`` keeps one schema throughout.
+    """
     schema = draw(schema_documents())
-    others = []
-    if republish:
-        others = draw(st.lists(schema_revisions(schema) | schema_documents(), max_size=2))
+    low, high = revisions
+    others = draw(
+        st.lists(schema_revisions(schema) | schema_documents(), min_size=low, max_size=high)
+    )
     publish_at = draw(st.sampled_from((0, 0, 0, 0, 1, 2)))
     return build(schema, others, publish_at, draw(command_specs(max_commands)))
 
@@ -253,8 +258,8 @@ def build(
     """Turn command specs into a stream.
 
     The admin publishes ``schema`` at ``publish_at``; a later publish may bring one of
-    ``others`` into force. Half the claims go to one hot spot (the first edge type, subject
-    n0, object n0 or n1) so that conflicts happen. The pure governor runs alongside only to
+    ``others`` into force. Half the claims go to a hot spot (the first edge type) so that
+    conflicts happen, next to each other. The pure governor runs alongside only to
     *aim* resolves and retracts at conflicts and claims that are live (conflict ids are
     ``cf:`` + the id of the command that opened them); some still name closed or unknown
     conflicts and dead claims.
@@ -267,17 +272,18 @@ def build(
     times: list[int] = []
     claims: list[tuple[str, str]] = []  # (claim id, agent) of every claim command
     grants: list[str] = []
+    grantees: list[tuple[str, str]] = []  # an (agent, task) each grant would admit
     mentioned_types = set(names)
     for i, (spec_kind, number, choices) in enumerate(specs):
         p = _Picks(choices)
         kind = "publish" if i == publish_at else spec_kind
-        now += p.int(4)
+        now += p.below(4)
         cid = "s0" if i == publish_at else f"c{number}"  # numbers may repeat: duplicate ids
         env = {"command_id": cid, "graph": GRAPH, "agent": p.of(AGENTS), "task": p.of(TASKS)}
         claim_ids = [c for c, _ in claims] or ["c999"]
         cmd: dict[str, Any] | None = None
         if kind == "claim":
-            hot = p.int(2) == 0
+            hot = p.below(2) == 0
             et_name = names[0] if hot else p.of([*names * 4, "other"])
             et = next((e for e in schema["edge_types"] if e["name"] == et_name), None)
             s_type = et["subject"] if et else p.of(NODE_TYPES)
@@ -285,23 +291,26 @@ def build(
             if p.one_in(16):
                 s_type = p.of(NODE_TYPES)  # maybe a type mismatch
             allowed = [(a, t) for a in AGENTS for t in TASKS if _writes(schema, et_name, a, t)]
-            if allowed and not p.one_in(4):
+            who = p.below(8)  # mostly a writer of the first schema, sometimes a grantee
+            if allowed and who < 5:
                 env["agent"], env["task"] = p.of(allowed)
+            elif grantees and who < 7:
+                env["agent"], env["task"] = p.of(grantees)
             cmd = {
                 "type": "claim",
                 **env,
                 "run_id": None,
                 "edge_type": et_name,
                 "subject_type": s_type,
-                "subject_id": "n0" if hot else p.of(NODE_IDS),
+                "subject_id": p.of(NODE_IDS),
                 "object_type": o_type,
-                "object_id": p.of(NODE_IDS[:2] if hot else NODE_IDS),
+                "object_id": p.of(NODE_IDS),
                 "polarity": p.of(("assert", "assert", "deny")),
                 "confidence": p.of((1.0, 0.9, 0.5, 0.1)),
                 "evidence": [],
                 "reasoning": "",
-                "asserted_at": T0 + p.int(13),
-                "based_on_version": max(-1, i - p.int(8)) if p.one_in(4) else None,
+                "asserted_at": T0 + p.below(13),
+                "based_on_version": max(-1, i - p.below(8)) if p.one_in(4) else None,
                 "properties": {},
             }
             mentioned_types.add(et_name)
@@ -309,7 +318,7 @@ def build(
         elif kind == "retract":
             held = [k for k, c in state.claims.items() if c.status == WITHHELD]
             live = [k for k, c in state.claims.items() if c.status == VISIBLE] + held
-            aim = p.int(3)  # a withheld claim (the interesting case), a live one, or any
+            aim = p.below(3)  # a withheld claim (the interesting case), a live one, or any
             target = p.near(held if held and aim == 0 else live if live and aim < 2 else claim_ids)
             if not p.one_in(4):  # usually the owner
                 env["agent"] = next((a for c, a in claims if c == target), "a1")
@@ -321,7 +330,7 @@ def build(
                 conflict_id, candidates = conflict.conflict_id, list(conflict.claims)
             else:
                 conflict_id, candidates = f"cf:{p.near(claim_ids)}", claim_ids
-            winner = (p.near(candidates), None, p.near(claim_ids))[p.int(3)]
+            winner = (p.near(candidates), None, p.near(claim_ids))[p.below(3)]
             if not p.one_in(3):
                 env["agent"] = p.of(("judge", ADMIN, "a1"))
             cmd = {
@@ -341,21 +350,23 @@ def build(
                 "grantee_agent": p.of(("rogue", "a1", "a3", "r*", "*")),
                 "grantee_task": p.of(("*", "t1", "t*")),
                 "edge_type": p.of([*names, "*", "other"]),
-                "expires_at": now + p.int(32) - 1 if p.int(2) else None,  # <= now: rejected
+                "expires_at": now + p.below(32) - 1 if p.below(2) else None,  # <= now: rejected
             }
             grants.append(cid)
+            agent, task = cmd["grantee_agent"], cmd["grantee_task"]  # patterns
+            grantees.append(({"r*": "rogue", "*": "a2"}.get(agent, agent), task.replace("*", "2")))
         elif kind == "revoke":
             if not p.one_in(4):
                 env["agent"] = ADMIN
             cmd = {"type": "revoke", **env, "grant_id": p.near(grants or ["c999"])}
         elif kind == "tick":
-            now += p.int(21)
+            now += p.below(21)
             cmd = {"type": "tick", **env, "agent": "ticker", "task": ""}
         elif kind == "publish":
             doc = schema
             if i == publish_at or not p.one_in(4):
                 env["agent"] = ADMIN
-            if i != publish_at and others and p.one_in(3):
+            if i != publish_at and others and p.below(3) > 0:
                 doc = p.of(others)
                 mentioned_types.update(et["name"] for et in doc["edge_types"])
             text = "edge_types: 3" if i != publish_at and p.one_in(5) else document(doc)
@@ -366,11 +377,11 @@ def build(
                 **env,
                 "run_id": None,
                 "conflict_id": f"cf:{p.near(claim_ids)}",
-                "count": 1 + p.int(3),
+                "count": 1 + p.below(3),
             }
         if cmd is None:  # garbage: random bytes, or a known fingerprint with a broken body
-            size = p.int(16)
-            junk = p.int(256**size).to_bytes(size, "little")
+            size = p.below(16)
+            junk = p.below(256**size).to_bytes(size, "little")
             fp = p.of(["", *sorted(v for k, v in fingerprints().items() if k != "decision")])
             record = (MARKER + bytes.fromhex(fp) if fp else b"") + junk
         else:

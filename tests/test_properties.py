@@ -27,11 +27,14 @@ from claimgraph.wire import decode_decision, encode_decision
 from .reference import Authority, Edge, Slot, View, fold, schema_info, slots_of
 from .strategies import GRAPH, Stream, streams
 
-SETTINGS = settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+
+def examples(n: int) -> settings:
+    """Settings for a property: ``n`` examples (each takes a few ms to ~50 ms), no deadline."""
+    return settings(
+        max_examples=n,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
 
 
 def decide_all(records: Sequence[bytes], times: Sequence[int]) -> list[Decision]:
@@ -61,6 +64,7 @@ def write_commands(graph: Graph, records: Sequence[bytes], times: Sequence[int])
 
 
 def logged_decisions(graph: Graph) -> list[Decision]:
+    """The decisions log, whose offsets must be dense here (the embedded log has no gaps)."""
     records = graph.logs.decisions.read(0, graph.logs.decisions.end() + 1)
     assert [r.offset for r in records] == list(range(len(records)))
     return [decode_decision(r.value) for r in records]
@@ -89,7 +93,7 @@ def graph_after(stream: Stream, batch: int, reopen_at: int | None) -> Iterator[G
 # -- 1. replay determinism --------------------------------------------------------------------
 
 
-@SETTINGS
+@examples(150)
 @given(streams())
 def test_replay_is_byte_for_byte_deterministic(stream: Stream) -> None:
     """Deciding the same commands twice, or in the embedded graph, gives identical bytes."""
@@ -144,8 +148,8 @@ def check_reads(graph: Graph, stream: Stream, view: View, v: int) -> None:
                 ]
                 assert sorted(got_n) == want_n, f"neighbors{where}"
                 halt = any(n[2] == "unknown" and view.halts(n[0]) for n in want_n)
-                read = partial(graph.neighbors, node, edge_type=et, direction=direction, at=v)
-                assert halts(read)[0] == halt, f"neighbors{where}: halt"
+                read_n = partial(graph.neighbors, node, edge_type=et, direction=direction, at=v)
+                assert halts(read_n)[0] == halt, f"neighbors{where}: halt"
                 if et is None:
                     continue
                 want_s = view.slot(et, node, direction)
@@ -155,13 +159,13 @@ def check_reads(graph: Graph, stream: Stream, view: View, v: int) -> None:
                 )
                 halt = want_s[0] == "unknown" and view.halts(et)
                 want_halt = (halt, want_s[1] if halt else None)
-                read = partial(graph.slot, et, node, direction=direction, at=v)
-                assert halts(read) == want_halt, f"slot{where}: halt"
+                read_s = partial(graph.slot, et, node, direction=direction, at=v)
+                assert halts(read_s) == want_halt, f"slot{where}: halt"
     got_q = {c["conflict_id"]: sorted(c["claims"]) for c in graph.quarantine(at=v)}
     assert got_q == view.open_conflicts(), f"quarantine at version {v}"
 
 
-@SETTINGS
+@examples(300)
 @given(
     streams(),
     st.sampled_from((1, 3, 2048)),
@@ -187,7 +191,7 @@ def test_reads_at_any_version_equal_the_reference_fold(
 # -- 3. authority -----------------------------------------------------------------------------
 
 
-@SETTINGS
+@examples(400)
 @given(streams())
 def test_no_unauthorised_write_is_accepted(stream: Stream) -> None:
     """Every admitted claim, retract, resolve and admin command came from someone allowed."""
@@ -218,7 +222,7 @@ def test_no_unauthorised_write_is_accepted(stream: Stream) -> None:
 # -- 4. exactly one decision per command -----------------------------------------------------
 
 
-@SETTINGS
+@examples(200)
 @given(streams(), st.sampled_from((1, 2, 5, 2048)), st.data())
 def test_exactly_one_decision_per_command(stream: Stream, batch: int, data: st.DataObject) -> None:
     """One decision per command, in order, whatever the batches and restarts; ids are unique."""
@@ -232,7 +236,7 @@ def test_exactly_one_decision_per_command(stream: Stream, batch: int, data: st.D
         assert d["input_offset"] == i
         assert d["log_time"] == stream.times[i]
         if d["kind"] == "rejected":  # a rejection changes nothing
-            assert d["claim"] is d["schema"] is d["grant"] is d["conflict_id"] is None
+            assert (d["claim"], d["schema"], d["grant"], d["conflict_id"]) == (None,) * 4
             assert d["supersedes"] == d["withheld"] == d["released"] == d["dismissed"] == []
         if c is None:
             assert d["kind"] == "rejected" and d["command_type"] == "undecodable"
@@ -269,10 +273,7 @@ def invariant_problems(view: View) -> dict[str, list[str]]:
     return problems
 
 
-@SETTINGS
-@given(streams())
-def test_invariants_hold_at_every_version(stream: Stream) -> None:
-    """At every version: one polarity per edge, one edge per exclusive slot, one conflict each."""
+def check_invariants(stream: Stream) -> None:
     view = View()
     for d in decide_all(stream.records, stream.times):
         view.apply(d)
@@ -282,3 +283,18 @@ def test_invariants_hold_at_every_version(stream: Stream) -> None:
         assert problems["slot"] == [], f"exclusive slot with several edges at version {v}"
         assert problems["edge conflict"] == [], f"edge in several conflicts at version {v}"
         assert problems["slot conflict"] == [], f"slot held by several conflicts at version {v}"
+
+
+@examples(1000)
+@given(streams(revisions=(0, 0)))
+def test_invariants_hold_at_every_version(stream: Stream) -> None:
+    """Under one schema, at every version: one polarity per edge, one edge and one conflict per
+    exclusive slot, one conflict per edge."""
+    check_invariants(stream)
+
+
+@examples(500)
+@given(streams(revisions=(1, 2)))
+def test_invariants_survive_schema_revisions(stream: Stream) -> None:
+    """The same invariants hold at every version when later publishes change the schema."""
+    check_invariants(stream)

@@ -328,7 +328,21 @@ def _claim(state: GraphState, cmd: Command, d: Decision) -> None:
                     opposing.append(cid)
                     slot_opposing = True
 
-    open_conflict = state.edge_conflict(key)
+    touching = state.conflicts_touching(key)
+    would_hold = (stale and et.on_stale == OnStale.QUARANTINE) or (
+        bool(opposing) and et.conflict_policy != ConflictPolicy.LAST_WRITE_WINS
+    )
+    if touching or would_hold:
+        # the claims this one would withhold may be disputed through other slots of their edges
+        for other in (*opposing, *agreeing):
+            touching |= state.conflicts_touching(state.claims[other].edge)
+    if len(touching) > 1:
+        raise _Reject(
+            Reason.CONFLICT_OVERLAP,
+            f"the claim touches several open conflicts ({', '.join(sorted(touching))}); "
+            "resolve one of them first",
+        )
+    open_conflict = state.edge_conflict(key) or (next(iter(touching)) if touching else None)
     if open_conflict is not None:
         _quarantine(
             d,
@@ -586,6 +600,14 @@ def _publish(state: GraphState, cmd: Command, d: Decision) -> None:
             )
     else:
         _require_admin(state, c["agent"])
+        clashes = state.slot_violations(schema)
+        if clashes:
+            raise _Reject(
+                Reason.INVALID_SCHEMA,
+                f"the new cardinalities would put several present edges in "
+                f"{len(clashes)} exclusive slot(s), e.g. {clashes[0].replace(SEP, '/')}; "
+                "retract or resolve them first",
+            )
     d["kind"] = "accepted"
     d["reason"] = Reason.SCHEMA_PUBLISHED.value
     rev = state.schema_rev + 1
