@@ -26,9 +26,14 @@ __all__ = [
     "T0",
     "Stream",
     "build",
+    "claim",
     "command_specs",
+    "publish",
+    "resolve",
+    "retract",
     "schema_documents",
     "schema_revisions",
+    "stream_of",
     "streams",
 ]
 
@@ -232,7 +237,7 @@ def command_specs(max_commands: int) -> st.SearchStrategy[list[Spec]]:
     # eight random bytes, not st.integers: those are mostly small, i.e. mostly simplest choices
     choices = st.binary(min_size=8, max_size=8).map(lambda b: int.from_bytes(b, "little"))
     spec = st.tuples(st.sampled_from(KINDS), st.integers(0, 255), choices)
-    runs = st.lists(st.lists(spec, min_size=1, max_size=10), min_size=1, max_size=8)
+    runs = st.lists(st.lists(spec, min_size=1, max_size=10), min_size=1, max_size=max_commands // 5)
     return runs.map(lambda rs: [s for r in rs for s in r][:max_commands])
 
 
@@ -273,7 +278,6 @@ def build(
     claims: list[tuple[str, str]] = []  # (claim id, agent) of every claim command
     grants: list[str] = []
     grantees: list[tuple[str, str]] = []  # an (agent, task) each grant would admit
-    mentioned_types = set(names)
     for i, (spec_kind, number, choices) in enumerate(specs):
         p = _Picks(choices)
         kind = "publish" if i == publish_at else spec_kind
@@ -313,7 +317,6 @@ def build(
                 "based_on_version": max(-1, i - p.below(8)) if p.one_in(4) else None,
                 "properties": {},
             }
-            mentioned_types.add(et_name)
             claims.append((cid, env["agent"]))
         elif kind == "retract":
             held = [k for k, c in state.claims.items() if c.status == WITHHELD]
@@ -368,7 +371,6 @@ def build(
                 env["agent"] = ADMIN
             if i != publish_at and others and p.below(3) > 0:
                 doc = p.of(others)
-                mentioned_types.update(et["name"] for et in doc["edge_types"])
             text = "edge_types: 3" if i != publish_at and p.one_in(5) else document(doc)
             cmd = {"type": "publish_schema", **env, "document": text, "source": "s.yaml"}
         elif kind == "read_blocked":
@@ -390,20 +392,101 @@ def build(
         commands.append(cmd)
         records.append(record)
         times.append(now)
+    return _stream(schema, commands, records, times)
+
+
+def _stream(
+    schema: dict[str, Any],
+    commands: Sequence[dict[str, Any] | None],
+    records: Sequence[bytes],
+    times: Sequence[int],
+) -> Stream:
+    claims = [c for c in commands if c is not None and c["type"] == "claim"]
     edges = sorted(
         {
             (c["edge_type"], c["subject_type"], c["subject_id"], c["object_type"], c["object_id"])
-            for c in commands
-            if c is not None and c["type"] == "claim"
+            for c in claims
         }
     )
-    nodes = sorted({(e[1], e[2]) for e in edges} | {(e[3], e[4]) for e in edges})
+    types = {et["name"] for et in schema["edge_types"]} | {c["edge_type"] for c in claims}
+    for c in commands:
+        if c is not None and c["type"] == "publish_schema" and c["document"].startswith("{"):
+            types.update(et["name"] for et in json.loads(c["document"])["edge_types"])
     return Stream(
         schema=schema,
         records=tuple(records),
         times=tuple(times),
         commands=tuple(commands),
         edges=tuple(edges),
-        nodes=tuple(nodes),
-        edge_types=tuple(sorted(mentioned_types)),
+        nodes=tuple(sorted({(e[1], e[2]) for e in edges} | {(e[3], e[4]) for e in edges})),
+        edge_types=tuple(sorted(types)),
     )
+
+
+# -- explicit streams, for the examples pinned on the properties ------------------------------
+
+
+def stream_of(schema: dict[str, Any], commands: Sequence[dict[str, Any]]) -> Stream:
+    """A stream of the given commands, one ms apart, after the admin publishes ``schema``."""
+    commands = [publish("s0", schema), *commands]
+    records = [encode_command(c) for c in commands]  # type: ignore[arg-type]
+    return _stream(schema, commands, records, [T0 + i for i in range(len(commands))])
+
+
+def _envelope(cid: str, agent: str, task: str) -> dict[str, Any]:
+    return {"command_id": cid, "graph": GRAPH, "agent": agent, "task": task}
+
+
+def claim(
+    cid: str, edge: str, agent: str, polarity: str = "assert", at: int = 0, task: str = "t1"
+) -> dict[str, Any]:
+    """``edge`` is ``"type s_type:s_id o_type:o_id"``; ``at`` is the event time after T0."""
+    edge_type, subject, obj = edge.split()
+    (s_type, s_id), (o_type, o_id) = subject.split(":"), obj.split(":")
+    return {
+        "type": "claim",
+        **_envelope(cid, agent, task),
+        "run_id": None,
+        "edge_type": edge_type,
+        "subject_type": s_type,
+        "subject_id": s_id,
+        "object_type": o_type,
+        "object_id": o_id,
+        "polarity": polarity,
+        "confidence": 1.0,
+        "evidence": [],
+        "reasoning": "",
+        "asserted_at": T0 + at,
+        "based_on_version": None,
+        "properties": {},
+    }
+
+
+def retract(cid: str, claim_id: str, agent: str, task: str = "t1") -> dict[str, Any]:
+    return {
+        "type": "retract",
+        **_envelope(cid, agent, task),
+        "run_id": None,
+        "claim_id": claim_id,
+        "reason": "",
+    }
+
+
+def resolve(cid: str, conflict_id: str, winner: str | None, agent: str = "judge") -> dict[str, Any]:
+    return {
+        "type": "resolve",
+        **_envelope(cid, agent, ""),
+        "conflict_id": conflict_id,
+        "winner": winner,
+        "resolver": "human",
+        "rationale": "",
+    }
+
+
+def publish(cid: str, schema: dict[str, Any], agent: str = ADMIN) -> dict[str, Any]:
+    return {
+        "type": "publish_schema",
+        **_envelope(cid, agent, ""),
+        "document": document(schema),
+        "source": "s.yaml",
+    }

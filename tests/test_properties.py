@@ -1,4 +1,5 @@
-"""Property tests of the core: replay, reads at a version, authority, one decision per command.
+"""Property tests of the core: replay, reads at a version, authority, one decision per command,
+and the invariants the governor keeps at every version.
 
 The streams (``tests/strategies.py``) are random but make conflicts likely; reads through the
 RocksDB projection are compared with a reference fold written without ``claimgraph.fold``
@@ -12,8 +13,9 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
+from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from rocksdict import WriteBatch
 
@@ -25,7 +27,7 @@ from claimgraph.streams.governor import decide
 from claimgraph.wire import decode_decision, encode_decision
 
 from .reference import Authority, Edge, Slot, View, fold, schema_info, slots_of
-from .strategies import GRAPH, Stream, streams
+from .strategies import GRAPH, Stream, claim, publish, resolve, retract, stream_of, streams
 
 
 def examples(n: int) -> settings:
@@ -165,26 +167,77 @@ def check_reads(graph: Graph, stream: Stream, view: View, v: int) -> None:
     assert got_q == view.open_conflicts(), f"quarantine at version {v}"
 
 
+# Failures these properties found (since fixed), pinned as examples so that they are always
+# tried: random streams reach the last two only now and then. Everyone may write the one edge
+# type; judge resolves.
+OWNS: dict[str, Any] = {
+    "name": "owns",
+    "subject": "svc",
+    "object": "svc",
+    "writers": [{"agent": "*"}],
+    "cardinality": "one-to-one",
+    "conflict_policy": "quarantine",
+}
+ONE_TO_ONE: dict[str, Any] = {
+    "principals": {"admins": ["admin"], "resolvers": ["judge"]},
+    "node_types": ["svc"],
+    "edge_types": [OWNS],
+}
+ONE_TO_MANY = {**ONE_TO_ONE, "edge_types": [{**OWNS, "cardinality": "one-to-many"}]}
+# A withheld claim is retracted while its conflict stays open (the other two disagree).
+RETRACT_IN_OPEN_CONFLICT = stream_of(
+    ONE_TO_ONE,
+    [
+        claim("c0", "owns svc:n0 svc:n0", "a1"),
+        claim("c3", "owns svc:n0 svc:n1", "a2"),  # slot conflict cf:c3 withholds c0
+        claim("c1", "owns svc:n0 svc:n0", "a1"),  # joins cf:c3
+        retract("c2", "c0", "a1"),
+    ],
+)
+# A claim touches slots held by two open conflicts; then one of them closes.
+TWO_CONFLICTS_ON_ONE_SLOT = stream_of(
+    ONE_TO_ONE,
+    [
+        claim("c2", "owns svc:n0 svc:n1", "rogue"),
+        claim("c3", "owns svc:n1 svc:n2", "judge"),
+        claim("c4", "owns svc:n2 svc:n2", "rogue"),  # cf:c4: out:n1, out:n2, in:n2
+        claim("c0", "owns svc:n0 svc:n0", "a1"),  # cf:c0: out:n0, in:n0, in:n1
+        claim("c1", "owns svc:n1 svc:n1", "judge"),  # touches out:n1 (cf:c4) and in:n1 (cf:c0)
+        resolve("c5", "cf:c4", None),
+        claim("c9", "owns svc:n2 svc:n1", "a2"),  # into in:n1, still contested by cf:c0
+    ],
+)
+# A new schema revision makes a side exclusive that already has several edges.
+CARDINALITY_NARROWED = stream_of(
+    ONE_TO_MANY,
+    [
+        claim("c0", "owns svc:n0 svc:n0", "a1"),
+        claim("c1", "owns svc:n0 svc:n1", "a1"),
+        publish("c2", ONE_TO_ONE),
+        claim("c3", "owns svc:n0 svc:n2", "a2"),
+    ],
+)
+
+
 @examples(300)
 @given(
     streams(),
     st.sampled_from((1, 3, 2048)),
-    st.data(),
+    st.none() | st.integers(0, 40),
+    st.lists(st.integers(-1, 40), max_size=4),
 )
+@example(stream=RETRACT_IN_OPEN_CONFLICT, batch=2048, reopen=None, at=[])
+@example(stream=TWO_CONFLICTS_ON_ONE_SLOT, batch=2048, reopen=None, at=[])
 def test_reads_at_any_version_equal_the_reference_fold(
-    stream: Stream, batch: int, data: st.DataObject
+    stream: Stream, batch: int, reopen: int | None, at: list[int]
 ) -> None:
     """Every read of the projection at version V equals the reference fold of decisions <= V."""
     n = len(stream.records)
-    reopen_at = data.draw(st.none() | st.integers(0, n), label="reopen_at")
+    reopen_at = None if reopen is None else min(reopen, n)  # close and reopen the graph there
     with graph_after(stream, batch, reopen_at) as graph:
         decisions = logged_decisions(graph)
         assert graph.head() == len(decisions) - 1
-        versions = data.draw(
-            st.lists(st.integers(-1, n - 1), min_size=1, max_size=4, unique=True),
-            label="versions",
-        )
-        for v in sorted({*versions, n - 1}):
+        for v in sorted({*(min(x, n - 1) for x in at), n - 1}):  # some versions, and head
             check_reads(graph, stream, fold(decisions, v), v)
 
 
@@ -223,10 +276,10 @@ def test_no_unauthorised_write_is_accepted(stream: Stream) -> None:
 
 
 @examples(200)
-@given(streams(), st.sampled_from((1, 2, 5, 2048)), st.data())
-def test_exactly_one_decision_per_command(stream: Stream, batch: int, data: st.DataObject) -> None:
+@given(streams(), st.sampled_from((1, 2, 5, 2048)), st.none() | st.integers(0, 40))
+def test_exactly_one_decision_per_command(stream: Stream, batch: int, reopen: int | None) -> None:
     """One decision per command, in order, whatever the batches and restarts; ids are unique."""
-    reopen_at = data.draw(st.none() | st.integers(0, len(stream.records)), label="reopen_at")
+    reopen_at = None if reopen is None else min(reopen, len(stream.records))
     with graph_after(stream, batch, reopen_at) as graph:
         decisions = logged_decisions(graph)
     assert len(decisions) == len(stream.records)
@@ -287,6 +340,7 @@ def check_invariants(stream: Stream) -> None:
 
 @examples(1000)
 @given(streams(revisions=(0, 0)))
+@example(TWO_CONFLICTS_ON_ONE_SLOT)
 def test_invariants_hold_at_every_version(stream: Stream) -> None:
     """Under one schema, at every version: one polarity per edge, one edge and one conflict per
     exclusive slot, one conflict per edge."""
@@ -295,6 +349,7 @@ def test_invariants_hold_at_every_version(stream: Stream) -> None:
 
 @examples(500)
 @given(streams(revisions=(1, 2)))
+@example(CARDINALITY_NARROWED)
 def test_invariants_survive_schema_revisions(stream: Stream) -> None:
     """The same invariants hold at every version when later publishes change the schema."""
     check_invariants(stream)
