@@ -21,7 +21,7 @@ help:
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,kafka]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,kafka,http]'
 	@touch $(STAMP)
 
 install: $(STAMP)

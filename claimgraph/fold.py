@@ -33,6 +33,7 @@ import sys
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from .admission import KeyState, fold_key, requires_signatures
 from .model import ClaimRecord, Decision, GrantRecord
 from .policy import EdgeType, GraphSchema, parse_schema
 
@@ -186,6 +187,8 @@ class GraphState:
         self.slot_changed: dict[str, int] = {}
         self.conflicts: dict[str, ConflictState] = {}
         self.grants: dict[str, GrantState] = {}
+        self.keys: dict[str, KeyState] = {}  # signing keys (claimgraph.admission)
+        self.keys_active = False  # a graph with an active key requires signed commands
         self.other_commands: set[str] = set()  # ids of commands that are not claims
         self._sides: dict[str, tuple[bool, bool]] = {}  # edge type → exclusive sides
         self.head = -1  # version of the last decision folded in
@@ -365,6 +368,9 @@ class GraphState:
             self.grants[d["grant"]["grant_id"]] = GrantState(d["grant"])
         if d["command_type"] == "revoke" and d["target"] in self.grants:
             self.grants[d["target"]].revoked = True
+        if d["key"] is not None or d["command_type"] == "revoke_key":
+            fold_key(self.keys, d)
+            self.keys_active = requires_signatures(self.keys)
         if d["command_type"] == "read_blocked" and d["target"] in self.conflicts:
             self.conflicts[d["target"]].blocked_reads += 1
             ch.conflicts.append(d["target"])

@@ -24,16 +24,21 @@ __all__ = [
     "GrantCommand",
     "GrantRecord",
     "InvalidInputCommand",
+    "KeyRecord",
     "OnStale",
     "OnUnknown",
     "Polarity",
     "PublishSchemaCommand",
     "ReadBlockedCommand",
     "Reason",
+    "RefusedCommand",
+    "RegisterKeyCommand",
     "ResolveCommand",
     "RetractCommand",
     "RevokeCommand",
+    "RevokeKeyCommand",
     "SchemaRecord",
+    "SignedCommand",
     "TickCommand",
 ]
 
@@ -140,6 +145,17 @@ class Reason(StrEnum):
     RETRACTED = "retracted"
     WINNER = "winner"
     REJECT_ALL = "reject_all"
+    # ingress and signatures (issue #5): refusals recorded by the HTTP ingress, signed commands
+    UNAUTHENTICATED = "unauthenticated"
+    AGENT_MISMATCH = "agent_mismatch"
+    TASK_NOT_ALLOWED = "task_not_allowed"
+    UNSIGNED = "unsigned"
+    BAD_SIGNATURE = "bad_signature"
+    UNKNOWN_KEY = "unknown_key"
+    KEY_NOT_FOR_AGENT = "key_not_for_agent"
+    KEY_REGISTERED = "key_registered"
+    KEY_REVOKED = "key_revoked"
+    NOT_FOUND = "not_found"  # HTTP only: no such claim, conflict, run or route
 
 
 COMMAND_TYPES = (
@@ -152,6 +168,10 @@ COMMAND_TYPES = (
     "tick",
     "read_blocked",
     "invalid_input",
+    "refused",
+    "register_key",
+    "revoke_key",
+    "signed",
 )
 
 # Bounds on what one command may carry; the edge (pydantic) and the governor both enforce them.
@@ -261,6 +281,41 @@ class InvalidInputCommand(_Envelope):
     error: str
 
 
+class RefusedCommand(_Envelope):
+    """A request the ingress refused, recorded so the log shows it (``agent``: who asked)."""
+
+    type: NotRequired[Literal["refused"]]
+    reason: str
+    detail: str
+    declared_agent: str
+    refused_type: str
+
+
+class RegisterKeyCommand(_Envelope):
+    """An admin registers an Ed25519 public key for agents matching ``key_agent``."""
+
+    type: NotRequired[Literal["register_key"]]
+    key_id: str
+    key_agent: str
+    public_key: bytes
+
+
+class RevokeKeyCommand(_Envelope):
+    """An admin revokes a signing key."""
+
+    type: NotRequired[Literal["revoke_key"]]
+    key_id: str
+
+
+class SignedCommand(TypedDict):
+    """A command (its own encoding in ``body``) with an Ed25519 signature over it."""
+
+    type: NotRequired[Literal["signed"]]
+    key_id: str
+    signature: bytes
+    body: bytes
+
+
 Command = (
     ClaimCommand
     | RetractCommand
@@ -271,7 +326,12 @@ Command = (
     | TickCommand
     | ReadBlockedCommand
     | InvalidInputCommand
+    | RefusedCommand
+    | RegisterKeyCommand
+    | RevokeKeyCommand
 )
+# A ``signed`` record (SignedCommand) decodes through the same path but wraps a Command; only
+# claimgraph.admission opens it, so it is not part of the union the handlers see.
 
 
 class ClaimRecord(TypedDict):
@@ -314,6 +374,14 @@ class GrantRecord(TypedDict):
     expires_at: int | None
 
 
+class KeyRecord(TypedDict):
+    """A registered signing key."""
+
+    key_id: str
+    key_agent: str
+    public_key: bytes
+
+
 class Decision(TypedDict):
     """The governor's one decision for one command. Its log offset is the graph version.
 
@@ -345,3 +413,5 @@ class Decision(TypedDict):
     stale: bool
     schema: SchemaRecord | None
     grant: GrantRecord | None
+    key: KeyRecord | None
+    signed_by: str | None
