@@ -155,7 +155,6 @@ class Reason(StrEnum):
     KEY_NOT_FOR_AGENT = "key_not_for_agent"
     KEY_REGISTERED = "key_registered"
     KEY_REVOKED = "key_revoked"
-    NOT_FOUND = "not_found"  # HTTP only: no such claim, conflict, run or route
 
 
 COMMAND_TYPES = (

@@ -334,6 +334,18 @@ class ProjectionReader:
                 out.append(row)
         return out
 
+    def edges(self, at: int, *, limit: int = 1000, include_absent: bool = False) -> list[EdgeView]:
+        """Edges as of ``at`` in key order, at most ``limit`` (present and unknown by default)."""
+        out: list[EdgeView] = []
+        for ent, _ in self._scan_at(EDGE, "", at):
+            et, st, si, ot, oi = ent.split(SEP)
+            view = self.edge(et, (st, si), (ot, oi), at, halt=False)
+            if view.state != "absent" or include_absent:
+                out.append(view)
+                if len(out) >= limit:
+                    break
+        return out
+
     def rows_at(self, at: int) -> Iterator[tuple[bytes, bytes]]:
         """Every entity's row as of ``at`` (for digests), in key order."""
         for family in (ADJ, CONFLICT, EDGE, CLAIM, SLOT, SCHEMA):
