@@ -779,6 +779,15 @@ def _register_kafka() -> None:
 _register_kafka()
 
 
+def _register_http() -> None:
+    from .cli_http import register
+
+    register(app)  # serve, runs, key
+
+
+_register_http()
+
+
 def main() -> None:
     """Entry point: run the CLI, turning our errors into one line and an exit code."""
     try:
