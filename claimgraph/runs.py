@@ -37,6 +37,7 @@ __all__ = [
     "RunSummary",
     "RunsMixin",
     "Snapshot",
+    "check_event",
     "digest",
     "live_pins",
     "replay",
@@ -459,7 +460,7 @@ def summarize(events: Iterable[dict[str, Any]]) -> list[RunSummary]:
             s[kind + "s"] += 1
         elif kind == "end":
             s["ended"] = e["time"]
-            s["status"] = json.loads(e["payload"]).get("status")
+            s["status"] = str(_payload(e).get("status", ""))
     return [RunSummary(**s) for s in acc.values()]
 
 
@@ -499,13 +500,15 @@ def replay(reads: _Reads, events: Sequence[dict[str, Any]]) -> ReplayReport:
         if e["kind"] != "read":
             continue
         n += 1
-        payload = json.loads(e["payload"])
-        q = payload["query"]
+        payload = _payload(e)
+        q = payload.get("query")
         try:
-            got = digest(execute(reads, q["op"], q["args"], pinned))
+            got = digest(execute(reads, q["op"], q["args"], pinned))  # type: ignore[index]
         except ClaimgraphError as exc:
             got = f"error: {type(exc).__name__}: {exc}"
-        if got != payload["digest"]:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a malformed trace
+            got = f"error: the recorded query cannot be executed: {type(exc).__name__}: {exc}"
+        if got != payload.get("digest"):
             return ReplayReport(
                 run_id,
                 pinned,
@@ -514,6 +517,37 @@ def replay(reads: _Reads, events: Sequence[dict[str, Any]]) -> ReplayReport:
                 {"seq": e["seq"], "query": q, "recorded": payload["digest"], "replayed": got},
             )
     return ReplayReport(run_id, pinned, n, True)
+
+
+def _payload(event: dict[str, Any]) -> dict[str, Any]:
+    try:
+        p = json.loads(event["payload"])
+    except ValueError:
+        return {}
+    return p if isinstance(p, dict) else {}
+
+
+def check_event(event: dict[str, Any]) -> None:
+    """Raise InputError unless a trace event submitted from outside is well formed."""
+    try:
+        p = json.loads(event["payload"])
+    except ValueError:
+        raise InputError("payload must be a JSON object") from None
+    if not isinstance(p, dict):
+        raise InputError("payload must be a JSON object")
+    if event["kind"] == "read":
+        q = p.get("query")
+        if not (
+            isinstance(q, dict)
+            and q.get("op") in READ_OPS
+            and isinstance(q.get("args"), dict)
+            and set(READ_OPS[q["op"]]) <= set(q["args"])
+            and isinstance(p.get("digest"), str)
+        ):
+            raise InputError(
+                "a read event's payload needs query.op (one of "
+                f"{', '.join(READ_OPS)}), query.args with that read's arguments, and digest"
+            )
 
 
 def encode_events(events: Sequence[dict[str, Any]]) -> list[bytes]:

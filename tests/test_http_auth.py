@@ -170,3 +170,22 @@ def test_governor_rejections_map_to_problem_json_with_the_decision(api: Api) -> 
     assert api.post("/v1/commands/claim", dup, TOKENS["inventory"]).status_code == 200
     again = api.post("/v1/commands/claim", dup, TOKENS["inventory"])
     assert again.status_code == 409 and again.json()["reason"] == "duplicate_command"
+
+
+def test_escalations_carry_self_contained_evidence(api: Api) -> None:
+    """Until the reader offers escalations, each open conflict is one, with its evidence."""
+    tok = TOKENS["reviewer"]
+    api.post("/v1/commands/claim", {**CLAIM, "evidence": ["cmdb#1"]}, TOKENS["inventory"])
+    body = {**CLAIM, "subject": "service:b", "task": "audit-1", "confidence": 0.4}
+    r = api.post("/v1/commands/claim", body, TOKENS["dba"])
+    assert r.json()["decision"]["kind"] == "quarantined"
+    resp = api.http.get("/v1/escalations", headers={"Authorization": f"Bearer {tok}"})
+    assert resp.status_code == 200
+    out = resp.json()
+    assert out["source"] == "quarantine"
+    (esc,) = out["escalations"]
+    assert esc["conflict_id"] == r.json()["decision"]["conflict_id"]
+    assert esc["schema_revision"] == 1 and esc["recommended_action"] == "escalate"
+    owners = {c["agent"]: c for c in esc["claims"]}
+    assert owners["inventory"]["evidence"] == ["cmdb#1"]
+    assert owners["dba"]["confidence"] == 0.4 and owners["dba"]["task"] == "audit-1"

@@ -31,13 +31,13 @@ from .. import __version__
 from ..api import Receipt, node
 from ..errors import ClaimgraphError, InputError, NotFoundError
 from ..model import LIMITS, Command, Decision, Reason
-from ..runs import READ_OPS, RunNotFound
+from ..runs import READ_OPS, RunNotFound, check_event
 from ..signing import Signer
 from ..wire import encode_command
 from .auth import Principal, TokenFile
 from .problems import PROBLEM, error_problem, problem, status_for
 
-__all__ = ["create_app", "decision_json", "receipt_json"]
+__all__ = ["create_app", "decision_json", "openapi_document", "receipt_json"]
 
 I64 = 2**63 - 1
 Version = Annotated[int, Field(ge=-1, le=I64)]
@@ -49,6 +49,22 @@ TimeoutQuery = Annotated[
 ]
 Id = Annotated[str, Field(min_length=1, max_length=LIMITS["id"])]
 Text = Annotated[str, Field(max_length=LIMITS["reasoning"])]
+ESCALATION_CLAIM_FIELDS = (
+    "claim_id",
+    "agent",
+    "task",
+    "polarity",
+    "subject_type",
+    "subject_id",
+    "object_type",
+    "object_id",
+    "confidence",
+    "evidence",
+    "reasoning",
+    "based_on_version",
+    "asserted_at",
+    "run_id",
+)
 ADMIN_TYPES = ("publish_schema", "grant", "revoke", "register_key", "revoke_key")
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"description": desc, "content": {PROBLEM: {}}}
@@ -546,20 +562,44 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
 
     @app.get("/v1/escalations", **R)
     def get_escalations(request: Request, at: AtQuery = None) -> Any:
-        """Escalations with their evidence payloads (issue #4's hook: 501 until the reader has
-        them)."""
+        """Escalations, each a self-contained evidence payload for a person.
+
+        The hook for the governance issue: when the graph's reader offers ``escalations(at=)``
+        its records are returned as they are (``source: reader``); until then every open
+        conflict is derived into one (``source: quarantine``): the conflicting claims with
+        their owners, evidence and the versions each writer read, the schema revision, and the
+        edge type's domain fallback as the recommended action.
+        """
         reads(request)
+        v = at_of(at, 0.0)
         source = getattr(graph, "escalations", None) or getattr(
             getattr(graph, "reader", None), "escalations", None
         )
-        if source is None:
-            return problem(
-                "not_implemented",
-                "this graph's reader offers no escalations yet; see /v1/quarantine",
-            )
         with locked():
-            v = at_of(at, 0.0)
-            return {"version": v, "escalations": source(at=v)}
+            if source is not None:
+                return {"version": v, "source": "reader", "escalations": source(at=v)}
+            return {
+                "version": v,
+                "source": "quarantine",
+                "escalations": [escalation(c, v) for c in graph.quarantine(at=v)],
+            }
+
+    def escalation(c: dict[str, Any], v: int) -> dict[str, Any]:
+        schema = graph.reader.schema(v)
+        et = schema.edge_types.get(c["edge_type"]) if schema is not None else None
+        row = graph.schema_info(at=v) or {}
+        claims = [graph.claim_info(x, at=v) for x in c.get("claims", [])]
+        return {
+            "conflict_id": c["conflict_id"],
+            "edge_type": c["edge_type"],
+            "opened_at": c["opened_at"],
+            "schema_revision": row.get("revision"),
+            "domain": et.domain if et else None,
+            "recommended_action": et.fallback.mode if et else "escalate",
+            "claims": [
+                {k: info.get(k) for k in ESCALATION_CLAIM_FIELDS} for info in claims if info
+            ],
+        }
 
     @app.get("/v1/claims/{claim_id}", **R)
     def get_claim(request: Request, claim_id: str, at: AtQuery = None) -> Any:
@@ -636,6 +676,7 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
                 )
             ev = e.model_dump()
             ev.update(graph=graph.name, agent=p.agent)
+            check_event(ev)
             events.append(ev)
         try:
             from ..runs import encode_events
@@ -698,3 +739,8 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
 
     assert READ_OPS  # the ops a run replays are the read routes above
     return app
+
+
+def openapi_document() -> dict[str, Any]:
+    """The API's OpenAPI document (independent of any graph or token)."""
+    return create_app(None, TokenFile({})).openapi()

@@ -93,12 +93,12 @@ async function loadQueue() {
   const esc = $("escalations");
   try {
     const e = await api("/v1/escalations");
-    esc.replaceChildren(...e.escalations.map((x) => el("pre", {}, JSON.stringify(x, null, 2))));
+    esc.replaceChildren(...e.escalations.map((x) => el("details", { "data-testid": "escalation" },
+      el("summary", {}, `${x.conflict_id} · ${x.edge_type} · recommended: ${x.recommended_action}`),
+      el("pre", {}, JSON.stringify(x, null, 2)))));
     if (!e.escalations.length) esc.replaceChildren(el("p", {}, "No escalations."));
   } catch (err) {
-    esc.replaceChildren(el("p", { class: "hint" }, err.status === 501
-      ? "This server offers no escalations yet; the queue above is the full evidence."
-      : err.message));
+    esc.replaceChildren(el("p", { class: "hint" }, err.message));
   }
 }
 
