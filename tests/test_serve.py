@@ -63,3 +63,35 @@ def test_serve_prints_where_things_are_and_serves_the_sdk(tmp_path: Path) -> Non
     assert f"tokens       {token_path}" in out
     for t in tokens.values():
         assert t not in out  # tokens are never printed
+
+
+def test_readme_sdk_synopsis_runs_over_http(tmp_path: Path) -> None:
+    """The README's SDK example (connect, snapshot, run, wait, replay) runs against the app."""
+    import re
+
+    from claimgraph.http.app import create_app
+    from claimgraph.http.auth import Principal, TokenFile, token_digest
+
+    (code,) = re.findall(r"```py\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    code = code.replace(
+        'claimgraph.connect("http://127.0.0.1:8080", token=TOKEN)',
+        'claimgraph.connect("http://x", token="release-token", app=APP)',
+    )
+    tokens = TokenFile({token_digest("release-token"): Principal("release-agent")})
+    with claimgraph.open(tmp_path / "g", create=True, graph="platform") as g:
+        inventory = (ROOT / "schemas/graphs/inventory.yaml").read_text()
+        g.publish_schema(inventory, agent="platform-admin")
+        out: list[str] = []
+        env = {"APP": create_app(g, tokens), "print": lambda *a: out.append(" ".join(map(str, a)))}
+        exec(compile(code, "README.md", "exec"), env)
+        assert out == [f"{g.head()} True"]  # the claim landed at head; replay: same inputs
+        (summary,) = g.runs()
+        assert (summary.agent, summary.reads, summary.tools, summary.writes) == (
+            "release-agent",
+            1,
+            1,
+            1,
+        )
+        assert g.edge("deployment_target", "service:checkout", "environment:prod").state == (
+            "present"
+        )
