@@ -7,10 +7,13 @@ traces go to the PREFIX.runs topic and replay from the projection at the pinned 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
+from claimgraph.errors import ConfigError
 from claimgraph.kafka_graph import KafkaGraph
+from claimgraph.logs.kafka import KafkaConfig, topic_partitions
 from claimgraph.projections.kafka import KafkaProjector
 from claimgraph.signing import Signer
 from claimgraph.streams.kafka import verify_partition
@@ -18,9 +21,24 @@ from tests.conftest import SCHEMA
 from tests.kafka_helpers import fresh_config, governor_thread
 
 
+def _wait_for_topics(cfg: KafkaConfig, timeout: float = 20.0) -> None:
+    """Topic metadata can lag creation (seen right after a broker restart in the fault tests)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            topic_partitions(cfg, cfg.commands_topic)
+            topic_partitions(cfg, cfg.runs_topic)
+            return
+        except ConfigError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def test_signed_producer_and_runs_on_kafka(kafka_broker: Any, tmp_path: Path) -> None:
     """Signed commands admitted, unsigned and replayed refused; a run's trace replays."""
     cfg = fresh_config(kafka_broker.bootstrap)
+    _wait_for_topics(cfg)
     admin, inv = Signer.generate("admin-1"), Signer.generate("inv-1")
     with KafkaGraph(cfg, "test") as g, governor_thread(cfg, g.partition):
         assert g.publish_schema(SCHEMA, agent="admin").kind == "accepted"
