@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, cast
 from fastapi import Body, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
@@ -334,40 +335,44 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
     # -- versions and reads ----------------------------------------------------------------------
 
     R: dict[str, Any] = {"responses": PROBLEM_RESPONSES, "tags": ["reads"]}
+    # Reads run on the event loop and go to the projection reader directly: rows at a version
+    # at or below head never change, so they need no lock; only waiting for a version that
+    # has not arrived yet is handed to a worker thread.
 
     def reads(request: Request) -> Principal:
         return reader_principal(request)
 
-    def at_of(at: int | None, timeout: float) -> int:
+    async def at_of(at: int | None, timeout: float) -> int:
         if at is None:
             return int(graph.head())
-        graph.wait_for(at, timeout)  # outside the lock: the writer must be able to advance
+        if at > graph.head():
+            await run_in_threadpool(graph.wait_for, at, timeout)
         return at
 
     @app.get("/v1/head", **R)
-    def get_head(request: Request) -> dict[str, Any]:
+    async def get_head(request: Request) -> dict[str, Any]:
         """The newest applied version, and the graph's name."""
         reads(request)
-        with locked():
-            return {"graph": graph.name, "head": graph.head()}
+        return {"graph": graph.name, "head": graph.head()}
 
     @app.get("/v1/versions/{version}", **R)
-    def wait_version(
+    async def wait_version(
         request: Request,
         version: Annotated[int, Path(ge=-1, le=I64)],
         timeout: TimeoutQuery = 0.0,
     ) -> dict[str, Any]:
         """Wait until ``version`` is applied (read-your-writes); 409 if it did not arrive."""
         reads(request)
-        return {"graph": graph.name, "head": graph.wait_for(version, timeout)}
+        await at_of(version, timeout)
+        return {"graph": graph.name, "head": graph.head()}
 
     @app.get("/v1/whoami", **R)
-    def whoami(request: Request) -> dict[str, Any]:
+    async def whoami(request: Request) -> dict[str, Any]:
         """The principal the bearer token maps to."""
         return reads(request).as_dict()
 
     @app.get("/v1/edge", **R)
-    def get_edge(
+    async def get_edge(
         request: Request,
         edge_type: Annotated[str, Query(min_length=1, max_length=LIMITS["id"])],
         subject: Annotated[str, Query(min_length=1, max_length=LIMITS["id"])],
@@ -377,30 +382,29 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
     ) -> dict[str, Any]:
         """One edge at a version: present, absent or unknown (with the conflict id)."""
         reads(request)
-        v = at_of(at, timeout)
-        with locked():
-            return cast(dict[str, Any], graph.edge(edge_type, subject, object, at=v).as_dict())
+        s, o = node(subject), node(object)
+        v = await at_of(at, timeout)
+        return graph.reader.edge(edge_type, s, o, v).as_dict()  # type: ignore[no-any-return]
 
     @app.get("/v1/slot", **R)
-    def get_slot(
+    async def get_slot(
         request: Request,
         edge_type: Annotated[str, Query(min_length=1, max_length=LIMITS["id"])],
-        node: Annotated[str, Query(min_length=1, max_length=LIMITS["id"])],
+        node_: Annotated[str, Query(alias="node", min_length=1, max_length=LIMITS["id"])],
         direction: Literal["out", "in"] = "out",
         at: AtQuery = None,
         timeout: TimeoutQuery = 0.0,
     ) -> dict[str, Any]:
         """What an exclusive slot holds at a version."""
         reads(request)
-        v = at_of(at, timeout)
-        with locked():
-            view = graph.slot(edge_type, node, direction=direction, at=v)
-            return cast(dict[str, Any], view.as_dict())
+        n = node(node_)
+        v = await at_of(at, timeout)
+        return graph.reader.slot(edge_type, n, v, direction).as_dict()  # type: ignore[no-any-return]
 
     @app.get("/v1/neighbors", **R)
-    def get_neighbors(
+    async def get_neighbors(
         request: Request,
-        node: Annotated[str, Query(min_length=1, max_length=LIMITS["id"])],
+        node_: Annotated[str, Query(alias="node", min_length=1, max_length=LIMITS["id"])],
         edge_type: Annotated[str | None, Query(max_length=LIMITS["id"])] = None,
         direction: Literal["out", "in"] = "out",
         include_absent: bool = False,
@@ -409,15 +413,15 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
     ) -> dict[str, Any]:
         """A node's neighbours at a version."""
         reads(request)
-        v = at_of(at, timeout)
-        with locked():
-            ns = graph.neighbors(
-                node, edge_type=edge_type, direction=direction, at=v, include_absent=include_absent
-            )
-        return {"version": v, "neighbors": [n.as_dict() for n in ns]}
+        n = node(node_)
+        v = await at_of(at, timeout)
+        ns = graph.reader.neighbors(
+            n, v, edge_type=edge_type, direction=direction, include_absent=include_absent
+        )
+        return {"version": v, "neighbors": [x.as_dict() for x in ns]}
 
     @app.get("/v1/history", **R)
-    def get_history(
+    async def get_history(
         request: Request,
         edge_type: Annotated[str, Query(min_length=1, max_length=LIMITS["id"])],
         subject: Annotated[str, Query(min_length=1, max_length=LIMITS["id"])],
@@ -427,17 +431,20 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
     ) -> dict[str, Any]:
         """Every decision that touched an edge, up to a version."""
         reads(request)
-        v = at_of(at, timeout)
-        with locked():
-            return {"version": v, "history": graph.history(edge_type, subject, object, at=v)}
+        s, o = node(subject), node(object)
+        v = await at_of(at, timeout)
+        return {"version": v, "history": graph.reader.history(edge_type, s, o, v)}
+
+    def claim_info(claim_id: str, v: int) -> dict[str, Any] | None:
+        return graph.reader.claim(claim_id, v)  # type: ignore[no-any-return]
 
     def with_claims(c: dict[str, Any], v: int) -> dict[str, Any]:
         out = dict(c)
-        out["claim_details"] = [graph.claim_info(x, at=v) for x in c.get("members", [])]
+        out["claim_details"] = [claim_info(x, v) for x in c.get("members", [])]
         return out
 
     @app.get("/v1/quarantine", **R)
-    def get_quarantine(
+    async def get_quarantine(
         request: Request,
         include_closed: bool = False,
         at: AtQuery = None,
@@ -445,13 +452,12 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
     ) -> dict[str, Any]:
         """Conflicts withheld from the readable graph, each with its claims' full evidence."""
         reads(request)
-        v = at_of(at, timeout)
-        with locked():
-            cs = graph.quarantine(at=v, include_closed=include_closed)
-            return {"version": v, "conflicts": [with_claims(c, v) for c in cs]}
+        v = await at_of(at, timeout)
+        cs = graph.reader.quarantine(v, include_closed=include_closed)
+        return {"version": v, "conflicts": [with_claims(c, v) for c in cs]}
 
     @app.get("/v1/escalations", **R)
-    def get_escalations(request: Request, at: AtQuery = None) -> Any:
+    async def get_escalations(request: Request, at: AtQuery = None) -> Any:
         """Escalations, each a self-contained evidence payload for a person.
 
         The hook for the governance issue: when the graph's reader offers ``escalations(at=)``
@@ -461,24 +467,23 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
         edge type's domain fallback as the recommended action.
         """
         reads(request)
-        v = at_of(at, 0.0)
+        v = await at_of(at, 0.0)
         source = getattr(graph, "escalations", None) or getattr(
             getattr(graph, "reader", None), "escalations", None
         )
-        with locked():
-            if source is not None:
-                return {"version": v, "source": "reader", "escalations": source(at=v)}
-            return {
-                "version": v,
-                "source": "quarantine",
-                "escalations": [escalation(c, v) for c in graph.quarantine(at=v)],
-            }
+        if source is not None:
+            return {"version": v, "source": "reader", "escalations": source(at=v)}
+        return {
+            "version": v,
+            "source": "quarantine",
+            "escalations": [escalation(c, v) for c in graph.reader.quarantine(v)],
+        }
 
     def escalation(c: dict[str, Any], v: int) -> dict[str, Any]:
         schema = graph.reader.schema(v)
         et = schema.edge_types.get(c["edge_type"]) if schema is not None else None
-        row = graph.schema_info(at=v) or {}
-        claims = [graph.claim_info(x, at=v) for x in c.get("claims", [])]
+        row = graph.reader.schema_row(v) or {}
+        claims = [claim_info(x, v) for x in c.get("claims", [])]
         return {
             "conflict_id": c["conflict_id"],
             "edge_type": c["edge_type"],
@@ -492,49 +497,45 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
         }
 
     @app.get("/v1/claims/{claim_id}", **R)
-    def get_claim(request: Request, claim_id: str, at: AtQuery = None) -> Any:
+    async def get_claim(request: Request, claim_id: str, at: AtQuery = None) -> Any:
         """A claim's record and status at a version."""
         reads(request)
-        v = at_of(at, 0.0)
-        with locked():
-            info = graph.claim_info(claim_id, at=v)
+        v = await at_of(at, 0.0)
+        info = claim_info(claim_id, v)
         if info is None:
             raise NotFoundError(f"no claim {claim_id[:80]!r} at version {v}")
         return info
 
     @app.get("/v1/conflicts/{conflict_id}", **R)
-    def get_conflict(request: Request, conflict_id: str, at: AtQuery = None) -> Any:
+    async def get_conflict(request: Request, conflict_id: str, at: AtQuery = None) -> Any:
         """A conflict at a version, with its claims' full evidence."""
         reads(request)
-        v = at_of(at, 0.0)
-        with locked():
-            c = graph.conflict(conflict_id, at=v)
-            if c is None:
-                raise NotFoundError(f"no conflict {conflict_id[:80]!r} at version {v}")
-            return with_claims(c, v)
+        v = await at_of(at, 0.0)
+        c = graph.reader.conflict(conflict_id, v)
+        if c is None:
+            raise NotFoundError(f"no conflict {conflict_id[:80]!r} at version {v}")
+        return with_claims(c, v)
 
     @app.get("/v1/schema", **R)
-    def get_schema(request: Request, at: AtQuery = None) -> Any:
+    async def get_schema(request: Request, at: AtQuery = None) -> Any:
         """The graph schema in force at a version."""
         reads(request)
-        v = at_of(at, 0.0)
-        with locked():
-            row = graph.schema_info(at=v)
+        v = await at_of(at, 0.0)
+        row = graph.reader.schema_row(v)
         if row is None:
             raise NotFoundError(f"no schema is in force at version {v}")
         return row
 
     @app.get("/v1/graph", **R)
-    def get_graph(
+    async def get_graph(
         request: Request,
         at: AtQuery = None,
         limit: Annotated[int, Query(ge=1, le=5000)] = 500,
     ) -> dict[str, Any]:
         """The graph's edges at a version (present and unknown), for the review page."""
         reads(request)
-        v = at_of(at, 0.0)
-        with locked():
-            edges = graph.reader.edges(v, limit=limit)
+        v = await at_of(at, 0.0)
+        edges = graph.reader.edges(v, limit=limit)
         return {"version": v, "head": graph.head(), "edges": [e.as_dict() for e in edges]}
 
     @app.get("/v1/decisions", **R)
@@ -545,8 +546,7 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
     ) -> dict[str, Any]:
         """The decisions log from a version on."""
         reads(request)
-        with locked():
-            ds = graph.decisions(start, limit)
+        ds = graph.decisions(start, limit)
         return {"decisions": [{**decision_json(d), "version": v} for v, d in ds]}
 
     # -- runs ----------------------------------------------------------------------------------
