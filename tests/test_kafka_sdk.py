@@ -72,3 +72,35 @@ def test_signed_producer_and_runs_on_kafka(kafka_broker: Any, tmp_path: Path) ->
         (summary,) = [s for s in r.runs() if s.run_id == run.run_id]
         assert summary.pinned_version == run.version and not summary.live
         assert r.replay_run(run.run_id).identical
+
+
+def test_http_api_over_kafka(kafka_broker: Any, tmp_path: Path) -> None:
+    """What serve --bootstrap runs: the app over a Kafka graph; writes wait for decisions."""
+    import claimgraph
+    from claimgraph.http.app import create_app
+    from tests.http_fixtures import TOKENS, token_file
+
+    cfg = fresh_config(kafka_broker.bootstrap)
+    _wait_for_topics(cfg)
+    with KafkaGraph(cfg, "test") as g, governor_thread(cfg, g.partition):
+        assert g.publish_schema(SCHEMA, agent="admin").kind == "accepted"
+        proj = KafkaProjector(cfg, "test", tmp_path / "p")
+        proj.run(idle_exit=1.0)
+        proj.close()
+        with KafkaGraph(cfg, "test", tmp_path / "p") as served:
+            app = create_app(served, token_file())
+            with claimgraph.connect("http://kafka", token=TOKENS["inventory"], app=app) as c:
+                r = c.assert_("owns", "service:a", "database:d", agent="inventory")
+                assert r.kind == "accepted" and r.version > 0
+                spoof = c._request(
+                    "POST", "/v1/commands/claim", json={"edge_type": "owns",
+                    "subject": "service:b", "object": "database:e", "agent": "admin"},
+                )  # fmt: skip
+                assert spoof.status_code == 403 and spoof.json()["reason"] == "agent_mismatch"
+                proj = KafkaProjector(cfg, "test", tmp_path / "p")
+                proj.run(idle_exit=1.0)
+                proj.close()
+                c.wait(r, timeout=10)
+                assert c.edge("owns", "service:a", "database:d", at=r.version).state == "present"
+                last = c.decisions(spoof.json()["version"], 1)[0][1]
+                assert (last["command_type"], last["reason"]) == ("refused", "agent_mismatch")

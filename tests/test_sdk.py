@@ -14,7 +14,7 @@ import pytest
 
 from claimgraph.errors import VersionNotYetAvailable
 from claimgraph.graph import Graph
-from claimgraph.runs import digest
+from claimgraph.runs import digest, live_pins
 from tests.http_fixtures import SdkFactory
 
 Sdk = tuple[SdkFactory, Graph]
@@ -94,6 +94,7 @@ def test_a_run_pins_its_version_and_traces_reads_and_writes(sdk: Sdk) -> None:
     with inv.run(agent="inventory", task="reconcile") as run:
         pinned = run.version
         assert pinned == g.head()
+        assert live_pins(g.run_events())[run.run_id] == pinned  # retention must keep it
         tracer.assert_("calls", "service:a", "service:c", agent="tracer")  # after the pin
         seen = run.neighbors("service:a", edge_type="calls")
         assert [n.node for n in seen] == [("service", "b")]  # not c: the run reads at its pin
@@ -116,6 +117,7 @@ def test_a_run_pins_its_version_and_traces_reads_and_writes(sdk: Sdk) -> None:
     (summary,) = [s for s in inv.runs() if s.run_id == run.run_id]
     assert (summary.reads, summary.writes, summary.tools, summary.status) == (2, 1, 1, "ok")
     assert not summary.live
+    assert run.run_id not in live_pins(g.run_events())  # ended: the pin is released
 
 
 def test_replay_proves_identical_inputs_or_names_the_first_difference(sdk: Sdk) -> None:
