@@ -99,7 +99,7 @@ def slot_keys(et: EdgeType | None, key: str) -> tuple[str, ...]:
 class ClaimState:
     """What the fold remembers of one claim (kept small: there may be millions)."""
 
-    __slots__ = ("agent", "asserts", "conflict", "edge", "status", "ts")
+    __slots__ = ("agent", "asserts", "based", "conf", "conflict", "edge", "status", "ts")
 
     def __init__(
         self,
@@ -109,6 +109,8 @@ class ClaimState:
         ts: int,
         status: int,
         conflict: str | None,
+        conf: float = 1.0,
+        based: int | None = None,
     ) -> None:
         self.edge = edge
         self.agent = agent
@@ -116,6 +118,18 @@ class ClaimState:
         self.ts = ts
         self.status = status
         self.conflict = conflict
+        self.conf = conf  # confidence: weights in merges, decision checks
+        self.based = based  # based_on_version
+
+
+_CONF: dict[float, float] = {}
+
+
+def _shared_float(x: float) -> float:
+    """One float object per distinct confidence (they repeat; there may be millions)."""
+    if len(_CONF) > 4096:
+        return x
+    return _CONF.setdefault(x, x)
 
 
 class EdgeState:
@@ -140,9 +154,13 @@ class ConflictState:
     claims: list[str] = field(default_factory=list)
     slots: list[str] = field(default_factory=list)
     closed_at: int | None = None
-    outcome: str = ""  # resolved | released | emptied
+    outcome: str = ""  # resolved | released | fallback | emptied
     members: list[str] = field(default_factory=list)  # every claim ever withheld in it
     blocked_reads: int = 0
+    opened_time: int = 0  # log time of the decision that opened it (deadlines count from it)
+    blocked_runs: list[str] = field(default_factory=list)  # runs it blocked (reported at end)
+    escalated_at: int | None = None  # version at which it was escalated to a human
+    escalation: str = ""  # why: "deadline: ...", "blocked_reads: ...", "resolver: ..."
 
     @property
     def open(self) -> bool:
@@ -166,6 +184,7 @@ class Changes:
     edges: list[str] = field(default_factory=list)  # edge keys whose rows must be rewritten
     slots: list[str] = field(default_factory=list)  # slot keys whose conflict marker changed
     conflicts: list[str] = field(default_factory=list)
+    calibration: list[tuple[str, str]] = field(default_factory=list)  # (edge type, agent)
 
     def touch_edge(self, key: str) -> None:
         if key not in self.edges:
@@ -186,6 +205,9 @@ class GraphState:
         self.slot_changed: dict[str, int] = {}
         self.conflicts: dict[str, ConflictState] = {}
         self.grants: dict[str, GrantState] = {}
+        self.open_conflicts: dict[str, None] = {}  # open conflict ids, in opening order
+        # (edge type, agent) → [wins, losses] in resolved conflicts: calibration
+        self.record: dict[tuple[str, str], list[int]] = {}
         self.other_commands: set[str] = set()  # ids of commands that are not claims
         self._sides: dict[str, tuple[bool, bool]] = {}  # edge type → exclusive sides
         self.head = -1  # version of the last decision folded in
@@ -333,6 +355,8 @@ class GraphState:
                 claim["asserted_at"],
                 LOST,
                 None,
+                _shared_float(claim["confidence"]),
+                claim["based_on_version"],
             )
             self.claims[claim["claim_id"]] = cs
             ch.new_claim = claim
@@ -350,12 +374,27 @@ class GraphState:
             self._withhold(c, conflict_id, d, version, before, ch)
         if d["command_type"] == "retract" and kind == "retired" and d["target"]:
             self._hide(d["target"], RETIRED, before, ch)
+        resolution = d["command_type"] == "resolve" or any(
+            x["action"] == "fallback" for x in d["exits"]
+        )
+        if resolution:
+            self._calibrate(d, ch)
         for c in d["released"]:
             self._show(c, before, ch)
         for c in d["dismissed"]:
             self._hide(c, DISMISSED, before, ch)
+        for x in d["exits"]:
+            conflict = self.conflicts.get(x["conflict_id"])
+            if conflict is not None and x["action"] == "escalate" and conflict.open:
+                conflict.escalated_at = version
+                conflict.escalation = f"{x['trigger']}: {x['detail']}"
+                if conflict.conflict_id not in ch.conflicts:
+                    ch.conflicts.append(conflict.conflict_id)
         if conflict_id is not None:
             self._maybe_close(conflict_id, d, version, before, ch)
+        for touched in list(ch.conflicts):
+            if touched != conflict_id:
+                self._maybe_close(touched, d, version, before, ch)
         if d["schema"] is not None:
             self.schema = parse_schema(d["schema"]["document"], d["schema"]["source"])
             self.schema_rev = d["schema"]["revision"]
@@ -366,10 +405,34 @@ class GraphState:
         if d["command_type"] == "revoke" and d["target"] in self.grants:
             self.grants[d["target"]].revoked = True
         if d["command_type"] == "read_blocked" and d["target"] in self.conflicts:
-            self.conflicts[d["target"]].blocked_reads += 1
-            ch.conflicts.append(d["target"])
+            conflict = self.conflicts[d["target"]]
+            conflict.blocked_reads += d["count"]
+            run = d["run_id"]
+            if run is not None and run not in conflict.blocked_runs:
+                conflict.blocked_runs.append(run)
+            if d["target"] not in ch.conflicts:
+                ch.conflicts.append(d["target"])
         self._mark_changed(before, version, ch)
         return ch
+
+    def _calibrate(self, d: Decision, ch: Changes) -> None:
+        """A resolution is ground truth for calibration: released claims won, dismissed lost."""
+        for ids, slot in ((d["released"], 0), (d["dismissed"], 1)):
+            for c in ids:
+                cs = self.claims.get(c)
+                if cs is None or cs.status != WITHHELD:
+                    continue
+                k = (cs.edge[: cs.edge.index(SEP)], cs.agent)
+                rec = self.record.get(k)
+                if rec is None:
+                    rec = self.record[k] = [0, 0]
+                rec[slot] += 1
+                if k not in ch.calibration:
+                    ch.calibration.append(k)
+
+    def record_of(self, edge_type: str) -> dict[str, tuple[int, int]]:
+        """agent → (wins, losses) in resolved conflicts of ``edge_type``."""
+        return {a: (w, lo) for (t, a), (w, lo) in self.record.items() if t == edge_type}
 
     def _rebuild_slot_holders(self) -> None:
         """Recompute which edge holds each exclusive slot under the schema now in force."""
@@ -445,8 +508,9 @@ class GraphState:
         conflict = self.conflicts.get(conflict_id)
         if conflict is None:
             conflict = self.conflicts[conflict_id] = ConflictState(
-                conflict_id, cs.edge.split(SEP, 1)[0], version
+                conflict_id, cs.edge.split(SEP, 1)[0], version, opened_time=d["log_time"]
             )
+            self.open_conflicts[conflict_id] = None
         # a withheld deny disputes its edge only: denials do not occupy exclusive slots
         for s in self.slots_of(cs.edge) if cs.asserts else ():
             if s not in conflict.slots:
@@ -486,8 +550,9 @@ class GraphState:
         if conflict is None or not conflict.open or conflict.claims:
             return
         conflict.closed_at = version
+        self.open_conflicts.pop(conflict_id, None)
         conflict.outcome = {"resolve": "resolved", "retract": "released"}.get(
-            d["command_type"], "emptied"
+            d["command_type"], "fallback" if d["exits"] else "emptied"
         )
         for s in conflict.slots:
             if self.slot_conflict.get(s) == conflict_id:

@@ -391,9 +391,16 @@ def test_hostile_commands_are_malformed(case: str) -> None:
 
 def test_hostile_decisions_are_malformed() -> None:
     """A decision whose boolean is 2, or whose nested union index is bad, does not decode."""
-    body = _avro_write(PARSED["decision"], {**DECISION, "stale": True})
-    assert body.endswith(b"\x00\x01\x00\x00")
-    for bad in (body[:-3] + b"\x02\x00\x00", body[:-2] + b"\x04\x00", body[:-1] + b"\x01"):
+    plain = {**DECISION, "stale": True, "merge": None, "signals": [], "exits": []}
+    body = _avro_write(PARSED["decision"], plain)
+    tail = b"\x01" + b"\x00" * 7  # stale, schema, grant, merge, signals, exits, count, run_id
+    assert body.endswith(tail)
+    head = body[: -len(tail)]
+    for bad in (
+        head + b"\x02" + tail[1:],  # a boolean that is 2
+        head + b"\x01\x04" + tail[2:],  # union index 2 of a two-branch union
+        body[:-1] + b"\x04",  # the same in the last field
+    ):
         with pytest.raises(DecodeError) as e:
             decode_decision(HEADERS["decision"] + bad)
         assert e.value.reason == "malformed"
