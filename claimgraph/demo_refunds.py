@@ -173,7 +173,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
         say(f"      recommended: {p['recommended_action']['why']}")
 
     say("\n6. The resolver bot tries to approve R-1003 itself: refused, money needs a human.")
-    conflict3 = rec["r3_fraud"].decision["conflict_id"]
+    conflict3 = rec["r3_fraud"].decision["conflict_id"] or ""
     rec["bot_approve"] = r = g.resolve(
         conflict3, agent=BOT, winner=rec["r3_risk"].command_id, resolver="bot-override"
     )
@@ -185,7 +185,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
         rationale="called the customer; refund is legitimate",
     )
     _show(say, "human:alice", "resolve R-1003 → APPROVE", r)
-    conflict1 = rec["r1_exp"].decision["conflict_id"]
+    conflict1 = rec["r1_exp"].decision["conflict_id"] or ""
     rec["human_r1"] = r = g.resolve(
         conflict1, agent="human:bob", winner=rec["r1_risk"].command_id, rationale="R-07 holds"
     )
