@@ -206,6 +206,9 @@ class GraphState:
         self.conflicts: dict[str, ConflictState] = {}
         self.grants: dict[str, GrantState] = {}
         self.open_conflicts: dict[str, None] = {}  # open conflict ids, in opening order
+        # confidence-weighted-merge: vote group (a slot, or an edge) → agent → its latest
+        # claim there, visible or not — each writer's latest claim counts once in a merge
+        self.votes: dict[str, dict[str, str]] = {}
         # (edge type, agent) → [wins, losses] in resolved conflicts: calibration
         self.record: dict[tuple[str, str], list[int]] = {}
         self.other_commands: set[str] = set()  # ids of commands that are not claims
@@ -360,6 +363,8 @@ class GraphState:
             )
             self.claims[claim["claim_id"]] = cs
             ch.new_claim = claim
+            if self._merges(claim["edge_type"]):
+                self.votes.setdefault(self.vote_group(key), {})[cs.agent] = claim["claim_id"]
             if status == WITHHELD:
                 assert conflict_id is not None
                 self._withhold(claim["claim_id"], conflict_id, d, version, before, ch)
@@ -374,6 +379,7 @@ class GraphState:
             self._withhold(c, conflict_id, d, version, before, ch)
         if d["command_type"] == "retract" and kind == "retired" and d["target"]:
             self._hide(d["target"], RETIRED, before, ch)
+            self._drop_vote(d["target"])
         resolution = d["command_type"] == "resolve" or any(
             x["action"] == "fallback" for x in d["exits"]
         )
@@ -383,6 +389,7 @@ class GraphState:
             self._show(c, before, ch)
         for c in d["dismissed"]:
             self._hide(c, DISMISSED, before, ch)
+            self._drop_vote(c)
         for x in d["exits"]:
             conflict = self.conflicts.get(x["conflict_id"])
             if conflict is not None and x["action"] == "escalate" and conflict.open:
@@ -414,6 +421,21 @@ class GraphState:
                 ch.conflicts.append(d["target"])
         self._mark_changed(before, version, ch)
         return ch
+
+    def _merges(self, edge_type: str) -> bool:
+        et = self.edge_type(edge_type)
+        return et is not None and et.conflict_policy.value == "confidence-weighted-merge"
+
+    def vote_group(self, key: str) -> str:
+        """Where an edge's claims are merged: its (first) exclusive slot, else the edge."""
+        slots = self.slots_of(key)
+        return slots[0] if slots else key
+
+    def _drop_vote(self, claim_id: str) -> None:
+        cs = self.claims[claim_id]
+        group = self.votes.get(self.vote_group(cs.edge))
+        if group is not None and group.get(cs.agent) == claim_id:
+            del group[cs.agent]
 
     def _calibrate(self, d: Decision, ch: Changes) -> None:
         """A resolution is ground truth for calibration: released claims won, dismissed lost."""

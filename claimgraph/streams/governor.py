@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from ..errors import DecodeError, SchemaError
-from ..fold import SEP, VISIBLE, WITHHELD, GraphState, edge_key, edge_parts
+from ..fold import LOST, SEP, SUPERSEDED, VISIBLE, WITHHELD, GraphState, edge_key, edge_parts
 from ..governance import Vote, label, merge, outcome_by, signals
 from ..model import (
     LIMITS,
@@ -459,9 +459,26 @@ def _merge_claim(
     agreeing: list[str],
     opposing: list[str],
 ) -> None:
-    """confidence-weighted-merge: the calibrated vote of every writer's latest claim decides."""
+    """confidence-weighted-merge: the calibrated vote of every writer's latest claim decides.
+
+    Writers' latest claims count whether they are visible or lost an earlier merge; the new
+    claim replaces its writer's. The winning outcome becomes (or stays) the visible one.
+    """
     by = outcome_by(et)
-    votes = [_vote(state, x, by) for x in (*agreeing, *opposing)]
+    key = edge_key(
+        c["edge_type"], c["subject_type"], c["subject_id"], c["object_type"], c["object_id"]
+    )
+    latest = state.votes.get(state.vote_group(key), {})
+    counted = [*agreeing, *opposing]
+    for agent, cid in sorted(latest.items()):
+        cs = state.claims.get(cid)
+        if agent == c["agent"] or cid in counted or cs is None:
+            continue
+        if cs.status in (VISIBLE, LOST, SUPERSEDED):
+            counted.append(cid)
+    votes = sorted(
+        (_vote(state, x, by) for x in counted), key=lambda v: (v.asserted_at, v.claim_id)
+    )
     mine = _new_vote(c, by)
     votes.append(mine)
     m = merge(votes, state.record_of(et.name), prior=et.merge_prior, threshold=et.merge_margin)
@@ -494,17 +511,21 @@ def _merge_claim(
             against=opposing,
         )
         return
+    outcome = {v.claim_id: v.outcome for v in votes}
     if m["outcome"] == mine.outcome:
         d["kind"] = "accepted"
         d["reason"] = Reason.MERGED.value
         d["supersedes"] = [*own, *opposing]
+        d["released"] = [
+            x for x in counted if outcome[x] == mine.outcome and state.claims[x].status != VISIBLE
+        ]
         d["conflicts_with"] = list(opposing)
         d["detail"] = f"{m['outcome']} wins the merge: {summary}"
         return
     d["kind"] = "conflicted"
     d["reason"] = Reason.OUTVOTED.value
     d["supersedes"] = own
-    d["conflicts_with"] = [x for x in opposing if _vote(state, x, by).outcome == m["outcome"]]
+    d["conflicts_with"] = [x for x in counted if outcome[x] == m["outcome"]]
     d["detail"] = f"outvoted: {m['outcome']} wins the merge; {summary}"
 
 
