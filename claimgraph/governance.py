@@ -144,8 +144,8 @@ def _fmt_ms(ms: int) -> str:
     if secs < 120:
         return f"{secs:g}s"
     if secs < 7200:
-        return f"{secs / 60:.1f}min"
-    return f"{secs / 3600:.1f}h"
+        return f"{round(secs / 60, 1):g}min"
+    return f"{round(secs / 3600, 1):g}h"
 
 
 def signals(votes: Sequence[Vote], checks: DecisionChecks) -> list[Signal]:
