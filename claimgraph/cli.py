@@ -634,6 +634,8 @@ def quarantine(
             out.print(f"v{version}: no open conflicts", markup=False)
         for c in cs:
             state = "open" if c["open"] else f"closed at v{c['closed_at']} ({c['outcome']})"
+            if c["open"] and c.get("escalated_at") is not None:
+                state = f"escalated at v{c['escalated_at']} ({c.get('escalation', '')})"
             out.print(
                 f"{c['conflict_id']}  {c['edge_type']}  opened v{c['opened_at']}  {state}",
                 markup=False,
