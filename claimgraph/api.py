@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from .errors import InputError
+from .errors import InputError, UnknownSlotError
 from .inputs import now_millis, to_millis
 from .model import Command, Decision
 from .projections.reader import EdgeView, NeighborView, ProjectionReader, SlotView
@@ -171,10 +171,15 @@ class GraphWrites:
         winner: str | None,
         resolver: str = "human",
         rationale: str = "",
+        inputs: str = "",
         task: str = "",
         command_id: str | None = None,
     ) -> Receipt:
-        """A resolver's verdict: ``winner`` (a claim id) or ``None`` to reject every claim."""
+        """A resolver's verdict: ``winner`` (a claim id) or ``None`` to reject every claim.
+
+        ``inputs`` (JSON text) records what the resolver saw and decided on, so the verdict is
+        explained in the log and never recomputed.
+        """
         return self._send(
             "resolve",
             agent,
@@ -185,7 +190,44 @@ class GraphWrites:
                 "winner": winner,
                 "resolver": resolver,
                 "rationale": rationale,
+                "inputs": inputs,
             },
+        )
+
+    def escalate(
+        self,
+        conflict_id: str,
+        *,
+        agent: str,
+        reason: str,
+        resolver: str = "human",
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Hand a conflict to a person (a resolver's move): it stays quarantined, escalated."""
+        return self._send(
+            "escalate",
+            agent,
+            "",
+            command_id,
+            {"conflict_id": conflict_id, "reason": reason, "resolver": resolver},
+        )
+
+    def read_blocked(
+        self,
+        conflict_id: str,
+        count: int = 1,
+        *,
+        agent: str = "reader",
+        run_id: str | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Report reads that hit a quarantined slot (counted in the log for exit conditions)."""
+        return self._send(
+            "read_blocked",
+            agent,
+            "",
+            command_id,
+            {"conflict_id": conflict_id, "count": count, "run_id": run_id},
         )
 
     def publish_schema(
@@ -273,9 +315,42 @@ class GraphWrites:
 
 
 class GraphReads:
-    """Reads at a version; subclasses provide ``reader``, ``head()`` and ``wait_for()``."""
+    """Reads at a version; subclasses provide ``reader``, ``head()`` and ``wait_for()``.
+
+    Reads that come back ``unknown`` (or halt) are remembered per (run, conflict) with the
+    distinct queries that hit it; :meth:`flush_blocked` reports them as ``read_blocked``
+    commands — batched and de-duplicated per run — so blocked-read thresholds count in the log.
+    """
 
     reader: ProjectionReader
+    blocked_run: str | None = None  # the run reads are attributed to (set by runs)
+    _blocked: dict[tuple[str | None, str], set[str]]
+
+    def _note_blocked(self, conflict_id: str | None, query: str) -> None:
+        if not conflict_id:
+            return
+        if not hasattr(self, "_blocked"):
+            self._blocked = {}
+        self._blocked.setdefault((self.blocked_run, conflict_id), set()).add(query)
+
+    def blocked_reads(self) -> dict[tuple[str | None, str], int]:
+        """(run, conflict) → distinct blocked reads not yet reported."""
+        return {k: len(v) for k, v in getattr(self, "_blocked", {}).items()}
+
+    def flush_blocked(self, *, agent: str = "reader", run: str | None = None) -> list[Any]:
+        """Report the blocked reads noted so far (only ``run``'s when given) to the log.
+
+        One ``read_blocked`` command per (run, conflict), counting distinct queries.
+        """
+        pending = getattr(self, "_blocked", {})
+        send = getattr(self, "read_blocked", None)
+        out = []
+        for key in sorted(pending, key=lambda k: (k[0] or "", k[1])):
+            if send is None or (run is not None and key[0] != run):
+                continue
+            out.append(send(key[1], len(pending[key]), agent=agent, run_id=key[0]))
+            del pending[key]
+        return out
 
     def head(self) -> int:
         raise NotImplementedError
@@ -305,7 +380,15 @@ class GraphReads:
         timeout: float = 0.0,
     ) -> EdgeView:
         """One edge as of ``at``: present, absent or unknown (with the conflict id)."""
-        return self.reader.edge(edge_type, _node(subject), _node(obj), self._at(at, timeout))
+        s, o = _node(subject), _node(obj)
+        try:
+            e = self.reader.edge(edge_type, s, o, self._at(at, timeout))
+        except UnknownSlotError as exc:
+            self._note_blocked(exc.conflict_id, f"edge {edge_type} {s} {o}")
+            raise
+        if e.state == "unknown":
+            self._note_blocked(e.conflict_id, f"edge {edge_type} {s} {o}")
+        return e
 
     def slot(
         self,
@@ -317,7 +400,15 @@ class GraphReads:
         timeout: float = 0.0,
     ) -> SlotView:
         """What an exclusive slot holds as of ``at``."""
-        return self.reader.slot(edge_type, _node(node), self._at(at, timeout), direction)
+        n = _node(node)
+        try:
+            v = self.reader.slot(edge_type, n, self._at(at, timeout), direction)
+        except UnknownSlotError as exc:
+            self._note_blocked(exc.conflict_id, f"slot {edge_type} {n} {direction}")
+            raise
+        if v.state == "unknown":
+            self._note_blocked(v.conflict_id, f"slot {edge_type} {n} {direction}")
+        return v
 
     def neighbors(
         self,
@@ -330,13 +421,22 @@ class GraphReads:
         include_absent: bool = False,
     ) -> list[NeighborView]:
         """The node's neighbours as of ``at`` (present and unknown edges)."""
-        return self.reader.neighbors(
-            _node(node),
-            self._at(at, timeout),
-            edge_type=edge_type,
-            direction=direction,
-            include_absent=include_absent,
-        )
+        n = _node(node)
+        try:
+            ns = self.reader.neighbors(
+                n,
+                self._at(at, timeout),
+                edge_type=edge_type,
+                direction=direction,
+                include_absent=include_absent,
+            )
+        except UnknownSlotError as exc:
+            self._note_blocked(exc.conflict_id, f"neighbors {n} {edge_type} {direction}")
+            raise
+        for v in ns:
+            if v.state == "unknown":
+                self._note_blocked(v.conflict_id, f"neighbors {n} {edge_type} {direction}")
+        return ns
 
     def history(
         self,
@@ -367,3 +467,25 @@ class GraphReads:
     def schema_info(self, *, at: int | None = None) -> dict[str, Any] | None:
         """The schema in force at ``at``: revision, digest, source and document."""
         return self.reader.schema_row(self._at(at, 0.0))
+
+    def escalation(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None:
+        """A conflict's self-contained escalation payload (claims, evidence, votes, ...)."""
+        from .escalations import conflict_payload
+
+        return conflict_payload(
+            self.reader, getattr(self, "name", ""), conflict_id, self._at(at, 0.0)
+        )
+
+    def escalations(
+        self, *, at: int | None = None, include_open: bool = False
+    ) -> list[dict[str, Any]]:
+        """Payloads of escalated conflicts (every open one with ``include_open``)."""
+        from .escalations import escalations
+
+        return escalations(
+            self.reader, getattr(self, "name", ""), self._at(at, 0.0), include_open=include_open
+        )
+
+    def calibration(self, edge_type: str, *, at: int | None = None) -> dict[str, tuple[int, int]]:
+        """agent → (wins, losses) in resolved conflicts of ``edge_type`` (calibration)."""
+        return self.reader.calibration(edge_type, self._at(at, 0.0))

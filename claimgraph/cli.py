@@ -424,14 +424,21 @@ def resolve(
     winner: Annotated[str | None, typer.Option(help="The winning claim id.")] = None,
     reject_all: Annotated[bool, typer.Option("--reject-all", help="Reject every claim.")] = (False),
     rationale: Annotated[str, typer.Option(help="Why.")] = "",
+    resolver: Annotated[
+        str, typer.Option(help="Which resolver this verdict is (recorded in the log).")
+    ] = "human",
     as_json: JsonOpt = False,
 ) -> None:
-    """A resolver's verdict on a quarantined conflict: pick a winner or reject all."""
+    """A resolver's verdict on a quarantined or escalated conflict: a winner or reject all.
+
+    In fail-closed domains (payment, refund, permission) only principals.humans may pick
+    an outcome other than the conservative ones.
+    """
     if (winner is None) == (not reject_all):
         raise InputError("give exactly one of --winner CLAIM_ID or --reject-all")
     with _graph() as g:
         r = g.resolve(
-            conflict_id, agent=agent, winner=winner, resolver="human", rationale=rationale
+            conflict_id, agent=agent, winner=winner, resolver=resolver, rationale=rationale
         )
         _print_receipt(r, as_json)
         if r.kind == "rejected":
@@ -513,6 +520,8 @@ def get(
             line = f"v{s.version} {edge_type}({subject}) → {held} [{s.state}]"
             if s.conflict_id:
                 line += f" conflict={s.conflict_id}"
+            if s.fallback is not None:
+                line += f" fallback={s.fallback}"
             out.print(line, markup=False)
             return
         e = g.edge(edge_type, subject, obj, at=at, timeout=wait)
@@ -524,6 +533,8 @@ def get(
         line = f"v{e.version} {edge_type}({subject} → {obj}): {e.state.upper()}"
         if e.conflict_id:
             line += f" (conflict {e.conflict_id})"
+        if e.fallback is not None:
+            line += f" fallback={e.fallback}"
         out.print(line, markup=False)
         for c in e.claims:
             info = g.claim_info(c, at=e.version) or {}
@@ -623,6 +634,8 @@ def quarantine(
             out.print(f"v{version}: no open conflicts", markup=False)
         for c in cs:
             state = "open" if c["open"] else f"closed at v{c['closed_at']} ({c['outcome']})"
+            if c["open"] and c.get("escalated_at") is not None:
+                state = f"escalated at v{c['escalated_at']} ({c.get('escalation', '')})"
             out.print(
                 f"{c['conflict_id']}  {c['edge_type']}  opened v{c['opened_at']}  {state}",
                 markup=False,
@@ -748,14 +761,31 @@ def audit(
 
 @app.command()
 def demo(
-    into: Annotated[Path, typer.Option(help="Directory for the demo graph (recreated).")] = (
-        Path("./claimgraph-demo")
-    ),
+    into: Annotated[
+        Path | None,
+        typer.Option(help="Directory for the demo graph (recreated; default ./claimgraph-demo)."),
+    ] = None,
+    scenario: Annotated[
+        str,
+        typer.Option(
+            help="inventory: the first article (ownership, deployments, quarantine); "
+            "refunds: the second (agents deciding refunds, resolvers, fail-closed money)."
+        ),
+    ] = "inventory",
 ) -> None:
-    """Run the first article's scenario on the embedded runtime and narrate it."""
-    from .demo import run_demo
+    """Run a scenario on the embedded runtime and narrate it (default: inventory)."""
+    if scenario == "inventory":
+        from .demo import run_demo
 
-    run_demo(into, say=lambda s: out.print(s, markup=False))
+        run_demo(into or Path("./claimgraph-demo"), say=lambda s: out.print(s, markup=False))
+    elif scenario == "refunds":
+        from .demo_refunds import run_refunds_demo
+
+        run_refunds_demo(
+            into or Path("./claimgraph-demo-refunds"), say=lambda s: out.print(s, markup=False)
+        )
+    else:
+        raise InputError(f"unknown scenario {scenario!r}; expected inventory or refunds")
 
 
 def _verify_kafka(as_json: bool) -> None:
@@ -776,7 +806,14 @@ def _register_kafka() -> None:
     register(app)
 
 
+def _register_governance() -> None:
+    from .cli_governance import register
+
+    register(app)
+
+
 _register_kafka()
+_register_governance()
 
 
 def _register_http() -> None:

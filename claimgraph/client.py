@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import httpx
 
-from .api import GraphWrites, NodeLike, Receipt, node
+from .api import GraphReads, GraphWrites, NodeLike, Receipt, node
 from .errors import (
     AuthError,
     ClaimgraphError,
@@ -99,8 +99,12 @@ def connect(
     return HttpGraph(client)
 
 
-class HttpGraph(GraphWrites, RunsMixin):
-    """One graph behind the HTTP API."""
+class HttpGraph(GraphWrites, GraphReads, RunsMixin):
+    """One graph behind the HTTP API (every read of :class:`GraphReads` goes over HTTP).
+
+    Reads that come back unknown are noted as in process, so a run reports its blocked reads
+    (``read_blocked``) at its end, as the governance exit conditions expect.
+    """
 
     def __init__(self, client: httpx.Client) -> None:
         self._http = client
@@ -149,7 +153,11 @@ class HttpGraph(GraphWrites, RunsMixin):
         q = {k: v for k, v in params.items() if v is not None}
         resp = self._request("GET", path, params=q)
         if resp.status_code != 200:
-            self._raise(resp)
+            try:
+                self._raise(resp)
+            except UnknownSlotError as exc:  # a halted read is a blocked read too
+                self._note_blocked(exc.conflict_id, f"{path} {sorted(q.items())}")
+                raise
         return resp.json()
 
     # -- writes -----------------------------------------------------------------------------------
@@ -209,7 +217,7 @@ class HttpGraph(GraphWrites, RunsMixin):
             at=at,
             timeout=timeout or None,
         )
-        return EdgeView(
+        e = EdgeView(
             r["edge_type"],
             _tuple(r["subject"]),
             _tuple(r["object"]),
@@ -218,6 +226,9 @@ class HttpGraph(GraphWrites, RunsMixin):
             r["conflict_id"],
             tuple(r["claims"]),
         )
+        if e.state == "unknown":
+            self._note_blocked(e.conflict_id, f"edge {edge_type} {e.subject} {e.object}")
+        return e
 
     def slot(
         self,
@@ -237,7 +248,7 @@ class HttpGraph(GraphWrites, RunsMixin):
             at=at,
             timeout=timeout or None,
         )
-        return SlotView(
+        v = SlotView(
             r["edge_type"],
             _tuple(r["node"]),
             r["direction"],
@@ -246,6 +257,9 @@ class HttpGraph(GraphWrites, RunsMixin):
             r["conflict_id"],
             tuple(_tuple(n) for n in r["nodes"]),
         )
+        if v.state == "unknown":
+            self._note_blocked(v.conflict_id, f"slot {edge_type} {v.node} {direction}")
+        return v
 
     def neighbors(
         self,
@@ -267,7 +281,7 @@ class HttpGraph(GraphWrites, RunsMixin):
             at=at,
             timeout=timeout or None,
         )
-        return [
+        out = [
             NeighborView(
                 n["edge_type"],
                 n["direction"],
@@ -278,6 +292,10 @@ class HttpGraph(GraphWrites, RunsMixin):
             )
             for n in r["neighbors"]
         ]
+        for v in out:
+            if v.state == "unknown":
+                self._note_blocked(v.conflict_id, f"neighbors {node} {edge_type} {direction}")
+        return out
 
     def history(
         self,
@@ -335,6 +353,18 @@ class HttpGraph(GraphWrites, RunsMixin):
             return cast(dict[str, Any], self._get("/v1/schema", at=at))
         except NotFoundError:
             return None
+
+    def escalations(
+        self, *, at: int | None = None, include_open: bool = False
+    ) -> list[dict[str, Any]]:
+        """Payloads of escalated conflicts (every open one with ``include_open``)."""
+        r = self._get("/v1/escalations", at=at, include_open=include_open)
+        return cast(list[dict[str, Any]], r["escalations"])
+
+    def calibration(self, edge_type: str, *, at: int | None = None) -> dict[str, tuple[int, int]]:
+        """agent → (wins, losses) in resolved conflicts of ``edge_type``."""
+        r = self._get("/v1/calibration", edge_type=edge_type, at=at)
+        return {a: (int(w), int(lo)) for a, (w, lo) in r["record"].items()}
 
     def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
         """Decisions from the decisions log: (version, decision)."""

@@ -40,10 +40,15 @@ def _schema_text() -> str:
 
 
 def _prepare(path: Path) -> None:
+    _prepare_dir(path, DEMO_GRAPH)
+
+
+def _prepare_dir(path: Path, graph: str) -> None:
+    """Make room for a demo graph, refusing to delete anything that is not an earlier demo."""
     if path.exists() and any(path.iterdir()):
         marker = path / "graph.json"
-        if not marker.exists() or DEMO_GRAPH not in marker.read_text(encoding="utf-8"):
-            raise ConfigError(f"{path} exists and is not a demo graph; choose another --into")
+        if not marker.exists() or graph not in marker.read_text(encoding="utf-8"):
+            raise ConfigError(f"{path} exists and is not a {graph} graph; choose another --into")
         shutil.rmtree(path)
 
 

@@ -100,7 +100,7 @@ def slot_keys(et: EdgeType | None, key: str) -> tuple[str, ...]:
 class ClaimState:
     """What the fold remembers of one claim (kept small: there may be millions)."""
 
-    __slots__ = ("agent", "asserts", "conflict", "edge", "status", "ts")
+    __slots__ = ("agent", "asserts", "based", "conf", "conflict", "edge", "status", "ts")
 
     def __init__(
         self,
@@ -110,6 +110,8 @@ class ClaimState:
         ts: int,
         status: int,
         conflict: str | None,
+        conf: float = 1.0,
+        based: int | None = None,
     ) -> None:
         self.edge = edge
         self.agent = agent
@@ -117,6 +119,18 @@ class ClaimState:
         self.ts = ts
         self.status = status
         self.conflict = conflict
+        self.conf = conf  # confidence: weights in merges, decision checks
+        self.based = based  # based_on_version
+
+
+_CONF: dict[float, float] = {}
+
+
+def _shared_float(x: float) -> float:
+    """One float object per distinct confidence (they repeat; there may be millions)."""
+    if len(_CONF) > 4096:
+        return x
+    return _CONF.setdefault(x, x)
 
 
 class EdgeState:
@@ -141,9 +155,13 @@ class ConflictState:
     claims: list[str] = field(default_factory=list)
     slots: list[str] = field(default_factory=list)
     closed_at: int | None = None
-    outcome: str = ""  # resolved | released | emptied
+    outcome: str = ""  # resolved | released | fallback | emptied
     members: list[str] = field(default_factory=list)  # every claim ever withheld in it
     blocked_reads: int = 0
+    opened_time: int = 0  # log time of the decision that opened it (deadlines count from it)
+    blocked_runs: list[str] = field(default_factory=list)  # runs it blocked (reported at end)
+    escalated_at: int | None = None  # version at which it was escalated to a human
+    escalation: str = ""  # why: "deadline: ...", "blocked_reads: ...", "resolver: ..."
 
     @property
     def open(self) -> bool:
@@ -167,6 +185,7 @@ class Changes:
     edges: list[str] = field(default_factory=list)  # edge keys whose rows must be rewritten
     slots: list[str] = field(default_factory=list)  # slot keys whose conflict marker changed
     conflicts: list[str] = field(default_factory=list)
+    calibration: list[tuple[str, str]] = field(default_factory=list)  # (edge type, agent)
 
     def touch_edge(self, key: str) -> None:
         if key not in self.edges:
@@ -187,6 +206,12 @@ class GraphState:
         self.slot_changed: dict[str, int] = {}
         self.conflicts: dict[str, ConflictState] = {}
         self.grants: dict[str, GrantState] = {}
+        self.open_conflicts: dict[str, None] = {}  # open conflict ids, in opening order
+        # confidence-weighted-merge: vote group (a slot, or an edge) → agent → its latest
+        # claim there, visible or not — each writer's latest claim counts once in a merge
+        self.votes: dict[str, dict[str, str]] = {}
+        # (edge type, agent) → [wins, losses] in resolved conflicts: calibration
+        self.record: dict[tuple[str, str], list[int]] = {}
         self.keys: dict[str, KeyState] = {}  # signing keys (claimgraph.admission)
         self.keys_active = False  # a graph with an active key requires signed commands
         self.other_commands: set[str] = set()  # ids of commands that are not claims
@@ -336,9 +361,13 @@ class GraphState:
                 claim["asserted_at"],
                 LOST,
                 None,
+                _shared_float(claim["confidence"]),
+                claim["based_on_version"],
             )
             self.claims[claim["claim_id"]] = cs
             ch.new_claim = claim
+            if self._merges(claim["edge_type"]):
+                self.votes.setdefault(self.vote_group(key), {})[cs.agent] = claim["claim_id"]
             if status == WITHHELD:
                 assert conflict_id is not None
                 self._withhold(claim["claim_id"], conflict_id, d, version, before, ch)
@@ -353,12 +382,29 @@ class GraphState:
             self._withhold(c, conflict_id, d, version, before, ch)
         if d["command_type"] == "retract" and kind == "retired" and d["target"]:
             self._hide(d["target"], RETIRED, before, ch)
+            self._drop_vote(d["target"])
+        resolution = d["command_type"] == "resolve" or any(
+            x["action"] == "fallback" for x in d["exits"]
+        )
+        if resolution:
+            self._calibrate(d, ch)
         for c in d["released"]:
             self._show(c, before, ch)
         for c in d["dismissed"]:
             self._hide(c, DISMISSED, before, ch)
+            self._drop_vote(c)
+        for x in d["exits"]:
+            conflict = self.conflicts.get(x["conflict_id"])
+            if conflict is not None and x["action"] == "escalate" and conflict.open:
+                conflict.escalated_at = version
+                conflict.escalation = f"{x['trigger']}: {x['detail']}"
+                if conflict.conflict_id not in ch.conflicts:
+                    ch.conflicts.append(conflict.conflict_id)
         if conflict_id is not None:
             self._maybe_close(conflict_id, d, version, before, ch)
+        for touched in list(ch.conflicts):
+            if touched != conflict_id:
+                self._maybe_close(touched, d, version, before, ch)
         if d["schema"] is not None:
             self.schema = parse_schema(d["schema"]["document"], d["schema"]["source"])
             self.schema_rev = d["schema"]["revision"]
@@ -372,10 +418,49 @@ class GraphState:
             fold_key(self.keys, d)
             self.keys_active = requires_signatures(self.keys)
         if d["command_type"] == "read_blocked" and d["target"] in self.conflicts:
-            self.conflicts[d["target"]].blocked_reads += 1
-            ch.conflicts.append(d["target"])
+            conflict = self.conflicts[d["target"]]
+            conflict.blocked_reads += d["count"]
+            run = d["run_id"]
+            if run is not None and run not in conflict.blocked_runs:
+                conflict.blocked_runs.append(run)
+            if d["target"] not in ch.conflicts:
+                ch.conflicts.append(d["target"])
         self._mark_changed(before, version, ch)
         return ch
+
+    def _merges(self, edge_type: str) -> bool:
+        et = self.edge_type(edge_type)
+        return et is not None and et.conflict_policy.value == "confidence-weighted-merge"
+
+    def vote_group(self, key: str) -> str:
+        """Where an edge's claims are merged: its (first) exclusive slot, else the edge."""
+        slots = self.slots_of(key)
+        return slots[0] if slots else key
+
+    def _drop_vote(self, claim_id: str) -> None:
+        cs = self.claims[claim_id]
+        group = self.votes.get(self.vote_group(cs.edge))
+        if group is not None and group.get(cs.agent) == claim_id:
+            del group[cs.agent]
+
+    def _calibrate(self, d: Decision, ch: Changes) -> None:
+        """A resolution is ground truth for calibration: released claims won, dismissed lost."""
+        for ids, slot in ((d["released"], 0), (d["dismissed"], 1)):
+            for c in ids:
+                cs = self.claims.get(c)
+                if cs is None or cs.status != WITHHELD:
+                    continue
+                k = (cs.edge[: cs.edge.index(SEP)], cs.agent)
+                rec = self.record.get(k)
+                if rec is None:
+                    rec = self.record[k] = [0, 0]
+                rec[slot] += 1
+                if k not in ch.calibration:
+                    ch.calibration.append(k)
+
+    def record_of(self, edge_type: str) -> dict[str, tuple[int, int]]:
+        """agent → (wins, losses) in resolved conflicts of ``edge_type``."""
+        return {a: (w, lo) for (t, a), (w, lo) in self.record.items() if t == edge_type}
 
     def _rebuild_slot_holders(self) -> None:
         """Recompute which edge holds each exclusive slot under the schema now in force."""
@@ -451,8 +536,9 @@ class GraphState:
         conflict = self.conflicts.get(conflict_id)
         if conflict is None:
             conflict = self.conflicts[conflict_id] = ConflictState(
-                conflict_id, cs.edge.split(SEP, 1)[0], version
+                conflict_id, cs.edge.split(SEP, 1)[0], version, opened_time=d["log_time"]
             )
+            self.open_conflicts[conflict_id] = None
         # a withheld deny disputes its edge only: denials do not occupy exclusive slots
         for s in self.slots_of(cs.edge) if cs.asserts else ():
             if s not in conflict.slots:
@@ -492,8 +578,9 @@ class GraphState:
         if conflict is None or not conflict.open or conflict.claims:
             return
         conflict.closed_at = version
+        self.open_conflicts.pop(conflict_id, None)
         conflict.outcome = {"resolve": "resolved", "retract": "released"}.get(
-            d["command_type"], "emptied"
+            d["command_type"], "fallback" if d["exits"] else "emptied"
         )
         for s in conflict.slots:
             if self.slot_conflict.get(s) == conflict_id:

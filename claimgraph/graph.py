@@ -63,6 +63,7 @@ def open_graph(
     create: bool = False,
     graph: str | None = None,
     progress: Progress | None = None,
+    clock: Callable[[], int] | None = None,
 ) -> Graph:
     """Open (or with ``create=True`` initialise) the embedded graph in ``path``."""
     p = Path(path)
@@ -82,18 +83,26 @@ def open_graph(
         cfg = _read_config(p)
         if graph is not None and cfg["graph"] != graph:
             raise ConfigError(f"{p} holds graph {cfg['graph']!r}, not {graph!r}")
-    return Graph(p, cfg["graph"], progress=progress)
+    return Graph(p, cfg["graph"], progress=progress, clock=clock)
 
 
 class Graph(GraphWrites, GraphReads, RunsMixin):
     """One embedded graph: write commands, read at any version, verify and audit."""
 
-    def __init__(self, path: Path, name: str, *, progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        name: str,
+        *,
+        progress: Progress | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
         self.path = path
         self.name = name
         self._lock = threading.RLock()
         self._advanced = threading.Condition(self._lock)
-        self.logs = EmbeddedLogStore(path / "log", create=True)
+        # clock: where append times (the governor's "now") come from; wall clock by default
+        self.logs = EmbeddedLogStore(path / "log", create=True, clock=clock)
         try:
             self.projection = ProjectionStore(path / "projection", create=True)
         except Exception:

@@ -183,6 +183,7 @@ class ResolveIn(_Base):
     reject_all: bool = False
     resolver: Id = "human"
     rationale: Annotated[str, Field(max_length=LIMITS["reasoning"])] = ""
+    inputs: Annotated[str, Field(max_length=LIMITS["document"])] = ""
 
     def to_command(self, graph: str) -> Command:
         if (self.winner is None) == (not self.reject_all):
@@ -196,6 +197,7 @@ class ResolveIn(_Base):
                 "winner": self.winner,
                 "resolver": self.resolver,
                 "rationale": self.rationale,
+                "inputs": self.inputs,
             },
         )
 
@@ -265,8 +267,54 @@ class TickIn(_Base):
         return cast(Command, {**self.envelope(graph), "type": "tick"})
 
 
+class EscalateIn(_Base):
+    type: Literal["escalate"]
+    conflict_id: Id
+    reason: Id = "escalated"
+    resolver: Id = "human"
+
+    def to_command(self, graph: str) -> Command:
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "escalate",
+                "conflict_id": self.conflict_id,
+                "reason": self.reason,
+                "resolver": self.resolver,
+            },
+        )
+
+
+class ReadBlockedIn(_Base):
+    type: Literal["read_blocked"]
+    conflict_id: Id
+    count: Annotated[int, Field(ge=1, le=1_000_000)] = 1
+    run_id: Id | None = None
+
+    def to_command(self, graph: str) -> Command:
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "read_blocked",
+                "conflict_id": self.conflict_id,
+                "count": self.count,
+                "run_id": self.run_id,
+            },
+        )
+
+
 CommandIn = Annotated[
-    ClaimIn | RetractIn | ResolveIn | PublishSchemaIn | GrantIn | RevokeIn | TickIn,
+    ClaimIn
+    | RetractIn
+    | ResolveIn
+    | PublishSchemaIn
+    | GrantIn
+    | RevokeIn
+    | TickIn
+    | EscalateIn
+    | ReadBlockedIn,
     Field(discriminator="type"),
 ]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(CommandIn)
@@ -280,7 +328,7 @@ def _explain(exc: ValidationError) -> str:
         if e["type"] == "union_tag_invalid":
             msg = (
                 "unknown type; expected one of assert, deny, retract, resolve, "
-                "publish_schema, grant, revoke, tick"
+                "publish_schema, grant, revoke, tick, escalate, read_blocked"
             )
         if e["type"] == "union_tag_not_found":
             msg = "missing 'type' (assert, deny, retract, resolve, publish_schema, ...)"

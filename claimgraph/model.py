@@ -19,12 +19,16 @@ __all__ = [
     "ClaimRecord",
     "Command",
     "ConflictPolicy",
+    "Contribution",
     "Decision",
     "DecisionKind",
+    "EscalateCommand",
+    "Exit",
     "GrantCommand",
     "GrantRecord",
     "InvalidInputCommand",
     "KeyRecord",
+    "MergeRecord",
     "OnStale",
     "OnUnknown",
     "Polarity",
@@ -38,6 +42,7 @@ __all__ = [
     "RevokeCommand",
     "RevokeKeyCommand",
     "SchemaRecord",
+    "Signal",
     "SignedCommand",
     "TickCommand",
 ]
@@ -105,7 +110,11 @@ class Reason(StrEnum):
     POLARITY_CONFLICT = "polarity_conflict"
     JOINS_CONFLICT = "joins_conflict"
     STALE_CLAIM = "stale_claim"
-    MERGE_PENDING = "merge_pending"
+    MERGE_PENDING = "merge_pending"  # unused since calibrated merge; kept for old logs
+    MERGED = "merged"  # confidence-weighted-merge: the claim's outcome won the merge
+    OUTVOTED = "outvoted"  # ... the claim's outcome lost it
+    MERGE_MARGIN = "merge_margin"  # ... the best two outcomes are too close: quarantined
+    NEEDS_HUMAN = "needs_human"  # fail-closed domain: only a human may pick an unsafe outcome
     # rejections: input
     MALFORMED = "malformed"
     UNKNOWN_FINGERPRINT = "unknown_fingerprint"
@@ -135,12 +144,14 @@ class Reason(StrEnum):
     NOT_IN_CONFLICT = "not_in_conflict"
     CONFLICT_OVERLAP = "conflict_overlap"
     UNKNOWN_GRANT = "unknown_grant"
+    ALREADY_ESCALATED = "already_escalated"
     # accepted administrative commands
     SCHEMA_PUBLISHED = "schema_published"
     GRANTED = "granted"
     REVOKED = "revoked"
     TICK = "tick"
     READ_BLOCKED = "read_blocked"
+    ESCALATED = "escalated"
     # retirement and resolution
     RETRACTED = "retracted"
     WINNER = "winner"
@@ -166,6 +177,7 @@ COMMAND_TYPES = (
     "revoke",
     "tick",
     "read_blocked",
+    "escalate",
     "invalid_input",
     "refused",
     "register_key",
@@ -184,6 +196,7 @@ LIMITS = {
     "document": 256 * 1024,  # a graph schema document
     "detail": 4096,
     "raw": 64 * 1024,  # bytes kept of an invalid input
+    "exits": 1000,  # conflicts one tick may let out of quarantine (the rest: next tick)
 }
 
 
@@ -230,6 +243,16 @@ class ResolveCommand(_Envelope):
     winner: str | None
     resolver: str
     rationale: str
+    inputs: NotRequired[str]  # JSON: what the resolver saw and decided on
+
+
+class EscalateCommand(_Envelope):
+    """A resolver hands a conflict to a human (it stays quarantined, now escalated)."""
+
+    type: NotRequired[Literal["escalate"]]
+    conflict_id: str
+    reason: str
+    resolver: str
 
 
 class PublishSchemaCommand(_Envelope):
@@ -324,6 +347,7 @@ Command = (
     | RevokeCommand
     | TickCommand
     | ReadBlockedCommand
+    | EscalateCommand
     | InvalidInputCommand
     | RefusedCommand
     | RegisterKeyCommand
@@ -381,6 +405,45 @@ class KeyRecord(TypedDict):
     public_key: bytes
 
 
+class Contribution(TypedDict):
+    """One writer's part in a confidence-weighted merge."""
+
+    claim_id: str
+    agent: str
+    outcome: str
+    confidence: float
+    accuracy: float
+    weight: float
+
+
+class MergeRecord(TypedDict):
+    """The result of a confidence-weighted merge, with every contribution."""
+
+    outcome: str
+    winner: str | None
+    merged_confidence: float
+    margin: float
+    threshold: float
+    contributions: list[Contribution]
+
+
+class Signal(TypedDict):
+    """A decision-conflict finding: decision_conflict, low_confidence_outlier, stale_data."""
+
+    kind: str
+    detail: str
+    claims: list[str]
+
+
+class Exit(TypedDict):
+    """A conflict leaving quarantine by an exit condition, and how."""
+
+    conflict_id: str
+    trigger: str  # deadline | blocked_reads | runs | resolver
+    action: str  # escalate | fallback
+    detail: str
+
+
 class Decision(TypedDict):
     """The governor's one decision for one command. Its log offset is the graph version.
 
@@ -412,5 +475,10 @@ class Decision(TypedDict):
     stale: bool
     schema: SchemaRecord | None
     grant: GrantRecord | None
+    merge: MergeRecord | None
+    signals: list[Signal]
+    exits: list[Exit]
+    count: int
+    run_id: str | None
     key: KeyRecord | None
     signed_by: str | None

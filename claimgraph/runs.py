@@ -245,7 +245,13 @@ class Run:
             self._pending = []
 
     def _read(self, op: str, args: dict[str, Any], call: Callable[[], Any]) -> Any:
-        result = call()
+        g: Any = self.graph
+        before = getattr(g, "blocked_run", None)
+        g.blocked_run = self.run_id  # reads that hit quarantine are attributed to this run
+        try:
+            result = call()
+        finally:
+            g.blocked_run = before
         self._event(
             "read", {"query": {"op": op, "args": _jsonable(args)}, "digest": digest(result)}
         )
@@ -261,7 +267,12 @@ class Run:
             return
         reads = sum(1 for e in self.events if e["kind"] == "read")
         writes = sum(1 for e in self.events if e["kind"] == "write")
-        self._event("end", {"status": status, "reads": reads, "writes": writes})
+        # the run boundary: its blocked reads go to the log (exit conditions count runs)
+        flush = getattr(self.graph, "flush_blocked", None)
+        blocked = flush(agent=self.agent, run=self.run_id) if flush is not None else []
+        self._event(
+            "end", {"status": status, "reads": reads, "writes": writes, "blocked": len(blocked)}
+        )
         self._closed = True
         self.flush()
 

@@ -45,6 +45,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "winner": "cmd-1",
         "resolver": "human",
         "rationale": "cmdb",
+        "inputs": '{"rule": "cmdb-wins"}',
     },
     "publish_schema": {
         "type": "publish_schema",
@@ -90,6 +91,16 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "run_id": "run-7",
         "conflict_id": "cf:cmd-9",
         "count": 3,
+    },
+    "escalate": {
+        "type": "escalate",
+        "command_id": "cmd-10",
+        "graph": "platform",
+        "agent": "resolver-bot",
+        "task": "",
+        "conflict_id": "cf:cmd-9",
+        "reason": "CONFIDENCE_TOO_LOW",
+        "resolver": "rules:low-confidence",
     },
     "invalid_input": {
         "type": "invalid_input",
@@ -176,6 +187,29 @@ DECISION: dict[str, Any] = {
     "stale": False,
     "schema": None,
     "grant": None,
+    "merge": {
+        "outcome": "assert environment:prod",
+        "winner": "cmd-1",
+        "merged_confidence": 0.75,
+        "margin": 0.5,
+        "threshold": 0.1,
+        "contributions": [
+            {
+                "claim_id": "cmd-1",
+                "agent": "release-agent",
+                "outcome": "assert environment:prod",
+                "confidence": 0.92,
+                "accuracy": 0.8,
+                "weight": 0.736,
+            }
+        ],
+    },
+    "signals": [{"kind": "stale_data", "detail": "8 min apart", "claims": ["cmd-0", "cmd-1"]}],
+    "exits": [
+        {"conflict_id": "cf:cmd-9", "trigger": "deadline", "action": "escalate", "detail": "15m"}
+    ],
+    "count": 0,
+    "run_id": None,
     "key": None,
     "signed_by": "k1",
 }

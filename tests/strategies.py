@@ -57,11 +57,12 @@ KINDS = (
     *("claim",) * 12,
     *("retract",) * 3,
     *("resolve",) * 5,
+    "escalate",
     *("grant",) * 2,
     "revoke",
-    "tick",
+    *("tick",) * 2,
     "publish",
-    "read_blocked",
+    *("read_blocked",) * 2,
     "garbage",
 )
 
@@ -91,6 +92,21 @@ def schema_documents(draw: st.DrawFn) -> dict[str, Any]:
             value = draw(st.sampled_from(options))
             if value != options[0]:  # the first option is the default: leave it out
                 et[key] = value
+        if draw(st.booleans()):  # exit conditions, in log ms (ticks advance time a little)
+            exits: dict[str, Any] = {"on_exit": draw(st.sampled_from(("escalate", "fallback")))}
+            if draw(st.booleans()):
+                exits["deadline"] = draw(st.integers(1, 12))
+            if draw(st.booleans()):
+                exits["max_blocked_reads"] = draw(st.integers(1, 3))
+            if draw(st.booleans()):
+                exits["escalate_after_runs"] = draw(st.integers(1, 2))
+            et["quarantine"] = exits
+            et["domain"] = draw(st.sampled_from(("general", "payment", "search")))
+            et["fallback"] = {"value": draw(st.sampled_from(NODE_IDS))}
+            if et["domain"] == "general":
+                et["fallback"]["mode"] = draw(st.sampled_from(("escalate", "fail_closed")))
+        if et["conflict_policy"] == "confidence-weighted-merge" and draw(st.booleans()):
+            et["merge"] = {"margin": draw(st.sampled_from((0.0, 0.1, 0.5)))}
         edge_types.append(et)
     admins = draw(st.sampled_from(([ADMIN], [ADMIN, "judge"], ["adm*"])))
     resolvers = ["judge", *draw(st.lists(st.sampled_from(("a1", "j*")), max_size=2, unique=True))]
@@ -185,7 +201,9 @@ def describe(c: dict[str, Any] | None, record: bytes) -> str:
     if kind == "publish_schema":
         return f"{c['command_id']} publish {c['document']} {who}"
     if kind == "read_blocked":
-        return f"{c['command_id']} read_blocked {c['conflict_id']} x{c['count']}"
+        return f"{c['command_id']} read_blocked {c['conflict_id']} x{c['count']} run={c['run_id']}"
+    if kind == "escalate":
+        return f"{c['command_id']} escalate {c['conflict_id']} {who}"
     return f"{c['command_id']} {kind} {who}"
 
 
@@ -374,12 +392,26 @@ def build(
             text = "edge_types: 3" if i != publish_at and p.one_in(5) else document(doc)
             cmd = {"type": "publish_schema", **env, "document": text, "source": "s.yaml"}
         elif kind == "read_blocked":
+            open_ids = [c.conflict_id for c in state.conflicts.values() if c.open]
             cmd = {
                 "type": "read_blocked",
                 **env,
-                "run_id": None,
-                "conflict_id": f"cf:{p.near(claim_ids)}",
+                "run_id": p.of([None, "r1", "r2"]),
+                "conflict_id": p.near(open_ids)
+                if open_ids and not p.one_in(4)
+                else f"cf:{p.near(claim_ids)}",
                 "count": 1 + p.below(3),
+            }
+        elif kind == "escalate":
+            if not p.one_in(4):
+                env["agent"] = "judge"
+            open_ids = [c.conflict_id for c in state.conflicts.values() if c.open]
+            cmd = {
+                "type": "escalate",
+                **env,
+                "conflict_id": p.near(open_ids) if open_ids else f"cf:{p.near(claim_ids)}",
+                "reason": "unsure",
+                "resolver": "rules:x",
             }
         if cmd is None:  # garbage: random bytes, or a known fingerprint with a broken body
             size = p.below(16)

@@ -254,11 +254,14 @@ def test_corroboration_keeps_both_claims(graph: Graph) -> None:
     assert graph.edge("depends_on", "service:a", "service:b").state == "absent"
 
 
-def test_confidence_weighted_merge_holds_conflicts_for_now(graph: Graph) -> None:
-    """The merge policy is accepted by the schema; its conflicts wait for a resolver."""
-    graph.assert_("scored", "service:a", "team:x", agent="m1", confidence=0.9)
+def test_confidence_weighted_merge_outvotes_a_weaker_claim(graph: Graph) -> None:
+    """Under the merge policy a clearly weaker opposing claim loses and changes nothing."""
+    a = graph.assert_("scored", "service:a", "team:x", agent="m1", confidence=0.9)
     r = graph.assert_("scored", "service:a", "team:y", agent="m2", confidence=0.4)
-    assert (r.kind, r.reason) == ("quarantined", "merge_pending")
+    assert (r.kind, r.reason) == ("conflicted", "outvoted")
+    assert r.decision["merge"]["outcome"] == "assert team:x"
+    assert r.decision["conflicts_with"] == [a.command_id]
+    assert graph.edge("scored", "service:a", "team:x").state == "present"
 
 
 # -- retraction -------------------------------------------------------------------------------

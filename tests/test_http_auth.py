@@ -173,19 +173,25 @@ def test_governor_rejections_map_to_problem_json_with_the_decision(api: Api) -> 
 
 
 def test_escalations_carry_self_contained_evidence(api: Api) -> None:
-    """Until the reader offers escalations, each open conflict is one, with its evidence."""
-    tok = TOKENS["reviewer"]
+    """A resolver escalates a conflict; its payload holds the claims' full evidence."""
+    tok = {"Authorization": f"Bearer {TOKENS['reviewer']}"}
     api.post("/v1/commands/claim", {**CLAIM, "evidence": ["cmdb#1"]}, TOKENS["inventory"])
     body = {**CLAIM, "subject": "service:b", "task": "audit-1", "confidence": 0.4}
     r = api.post("/v1/commands/claim", body, TOKENS["dba"])
     assert r.json()["decision"]["kind"] == "quarantined"
-    resp = api.http.get("/v1/escalations", headers={"Authorization": f"Bearer {tok}"})
-    assert resp.status_code == 200
-    out = resp.json()
-    assert out["source"] == "quarantine"
-    (esc,) = out["escalations"]
-    assert esc["conflict_id"] == r.json()["decision"]["conflict_id"]
-    assert esc["schema_revision"] == 1 and esc["recommended_action"] == "escalate"
+    cid = r.json()["decision"]["conflict_id"]
+    assert api.http.get("/v1/escalations", headers=tok).json()["escalations"] == []
+    refused = api.post("/v1/commands/escalate", {"conflict_id": cid}, TOKENS["inventory"])
+    _refused(api, refused, 403, "not_resolver", "inventory")
+    ok = api.post(
+        "/v1/commands/escalate", {"conflict_id": cid, "reason": "split"}, TOKENS["reviewer"]
+    )
+    assert ok.status_code == 200 and ok.json()["decision"]["reason"] == "escalated", ok.text
+    (esc,) = api.http.get("/v1/escalations", headers=tok).json()["escalations"]
+    assert (esc["conflict_id"], esc["status"], esc["schema_rev"]) == (cid, "escalated", 1)
     owners = {c["agent"]: c for c in esc["claims"]}
     assert owners["inventory"]["evidence"] == ["cmdb#1"]
     assert owners["dba"]["confidence"] == 0.4 and owners["dba"]["task"] == "audit-1"
+    assert set(esc["versions_read"]) == {"inventory", "dba"}
+    page = api.http.get(esc["review"])  # the payload links to the review page
+    assert page.status_code == 200 and "quarantine" in page.text.lower()

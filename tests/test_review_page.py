@@ -69,6 +69,8 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Graph]]:
         confidence=0.6, evidence=["pg_stat#7"], reasoning="connections from billing",
     )  # fmt: skip
     assert r.kind == "quarantined"
+    esc = g.escalate(r.decision["conflict_id"], agent="reviewer", reason="writers disagree")
+    assert esc.reason == "escalated"
     port = _free_port()
     server = uvicorn.Server(
         uvicorn.Config(
@@ -104,13 +106,19 @@ def test_resolve_a_conflict_in_the_review_page(served: tuple[str, Graph]) -> Non
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             errors: list[Any] = []
             page.on("pageerror", lambda e: errors.append(e))
-            page.goto(f"{url}/review")
+            page.goto(f"{url}/review/review/conflicts/{cid}")  # where escalations link
             expect(page.get_by_test_id("message")).to_contain_text("bearer token")
             page.fill("#token", TOKENS["reviewer"])
             page.click("#login button")
             expect(page.get_by_test_id("whoami")).to_have_text("reviewer (resolver)")
             card = page.get_by_test_id(f"conflict-{cid}")
             expect(card).to_be_visible()
+            expect(card).to_contain_text("ESCALATED")
+            expect(card).to_have_class("conflict focus")
+            escalation = page.get_by_test_id(f"escalation-{cid}")
+            expect(escalation).to_contain_text("writers disagree")
+            expect(escalation).to_contain_text("recommended: adopt")
+            expect(escalation).to_contain_text("versions read: ")
             w, lo = page.get_by_test_id(f"claim-{winner}"), page.get_by_test_id(f"claim-{loser}")
             expect(w).to_contain_text("inventory / reconcile")
             expect(w).to_contain_text("0.9")
@@ -126,6 +134,7 @@ def test_resolve_a_conflict_in_the_review_page(served: tuple[str, Graph]) -> Non
             page.get_by_test_id(f"pick-{winner}").click()
             expect(page.get_by_test_id("message")).to_contain_text(f"at v{before + 1}")
             expect(page.get_by_test_id("queue-empty")).to_be_visible()
+            expect(page.get_by_test_id("escalations")).to_have_text("No escalations.")
             expect(page.get_by_test_id("at-label")).to_have_text(f"v{before + 1} (head)")
             expect(state).to_have_text("present")
             expect(page.get_by_test_id("edge-owns-billing-orders")).to_have_count(0)

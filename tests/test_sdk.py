@@ -186,3 +186,26 @@ def test_a_claim_in_a_run_is_based_on_its_pinned_version(sdk: Sdk) -> None:
         r = run.assert_("calls", "service:a", "service:b")
     assert (r.kind, r.reason) == ("rejected", "stale_claim")
     assert json.loads(run.events[-2]["payload"])["reason"] == "stale_claim"
+
+
+def test_a_run_reports_its_blocked_reads_at_its_end(sdk: Sdk) -> None:
+    """Reads in a run that hit quarantine are reported once, with the run's id, at its end."""
+    as_agent, g = sdk
+    inv, tracer = as_agent("inventory"), as_agent("tracer")
+    inv.assert_("depends_on", "service:a", "service:b", agent="inventory")
+    q = tracer.deny("depends_on", "service:a", "service:b", agent="tracer")
+    assert q.kind == "quarantined"
+    with inv.run(agent="inventory") as run:
+        assert run.edge("depends_on", "service:a", "service:b").state == "unknown"
+        run.neighbors("service:a")  # a second distinct query hitting the same conflict
+        head = g.head()
+    assert json.loads(run.events[-1]["payload"])["blocked"] == 1
+    ((_, d),) = g.decisions(head + 1, 10)
+    assert (d["command_type"], d["run_id"], d["count"], d["target"]) == (
+        "read_blocked",
+        run.run_id,
+        2,
+        q.decision["conflict_id"],
+    )
+    (c,) = g.quarantine()
+    assert c["blocked_reads"] == 2 and c["blocked_runs"] == [run.run_id]

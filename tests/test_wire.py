@@ -406,12 +406,17 @@ def test_hostile_commands_are_malformed(case: str) -> None:
 
 def test_hostile_decisions_are_malformed() -> None:
     """A decision whose boolean is 2, or whose nested union index is bad, does not decode."""
-    body = _avro_write(PARSED["decision"], {**DECISION, "stale": True, "signed_by": None})
-    assert body.endswith(b"\x00\x01\x00\x00\x00\x00")  # stale, schema, grant, key, signed_by
+    plain = {**DECISION, "stale": True, "merge": None, "signals": [], "exits": []}
+    plain["signed_by"] = None
+    body = _avro_write(PARSED["decision"], plain)
+    # stale, schema, grant, merge, signals, exits, count, run_id, key, signed_by
+    tail = b"\x01" + b"\x00" * 9
+    assert body.endswith(tail)
+    head = body[: -len(tail)]
     for bad in (
-        body[:-5] + b"\x02\x00\x00\x00\x00",
-        body[:-4] + b"\x04\x00\x00\x00",
-        body[:-1] + b"\x01",
+        head + b"\x02" + tail[1:],  # a boolean that is 2
+        head + b"\x01\x04" + tail[2:],  # union index 2 of a two-branch union
+        body[:-1] + b"\x04",  # the same in the last field
     ):
         with pytest.raises(DecodeError) as e:
             decode_decision(HEADERS["decision"] + bad)

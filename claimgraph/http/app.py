@@ -30,6 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .. import __version__
 from ..api import Receipt, node
 from ..errors import ClaimgraphError, InputError, NotFoundError
+from ..escalations import escalations as escalation_payloads
 from ..model import LIMITS, Command, Decision, Reason
 from ..runs import READ_OPS, RunNotFound, check_event
 from ..signing import Signer
@@ -37,13 +38,14 @@ from ..wire import encode_command
 from .auth import Principal, TokenFile
 from .bodies import (
     ADMIN_TYPES,
-    ESCALATION_CLAIM_FIELDS,
     I64,
     PROBLEM_RESPONSES,
     AtQuery,
     ClaimIn,
+    EscalateIn,
     GrantIn,
     In,
+    ReadBlockedIn,
     RegisterKeyIn,
     ResolveIn,
     RetractIn,
@@ -205,7 +207,7 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
             return refuse(
                 ctype, Reason.NOT_ADMIN, f"{p.agent!r} has no admin role", p.agent, declared, task
             )
-        if ctype == "resolve" and not p.resolver:
+        if ctype in ("resolve", "escalate") and not p.resolver:
             return refuse(
                 ctype,
                 Reason.NOT_RESOLVER,
@@ -283,8 +285,21 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
                 "winner": body.winner,
                 "resolver": body.resolver,
                 "rationale": body.rationale,
+                "inputs": body.inputs,
             },
         )
+
+    @app.post("/v1/commands/escalate", **W)
+    def post_escalate(request: Request, body: EscalateIn) -> Any:
+        """Hand a conflict to a person: it stays quarantined, now escalated — resolver role."""
+        fields = {"conflict_id": body.conflict_id, "reason": body.reason, "resolver": body.resolver}
+        return write(request, "escalate", body, fields)
+
+    @app.post("/v1/commands/read_blocked", **W)
+    def post_read_blocked(request: Request, body: ReadBlockedIn) -> Any:
+        """Report reads that hit a quarantined slot (counted toward its exit conditions)."""
+        fields = {"conflict_id": body.conflict_id, "count": body.count, "run_id": body.run_id}
+        return write(request, "read_blocked", body, fields)
 
     @app.post("/v1/commands/publish_schema", **W)
     def post_schema(request: Request, body: SchemaIn) -> Any:
@@ -457,44 +472,28 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
         return {"version": v, "conflicts": [with_claims(c, v) for c in cs]}
 
     @app.get("/v1/escalations", **R)
-    async def get_escalations(request: Request, at: AtQuery = None) -> Any:
-        """Escalations, each a self-contained evidence payload for a person.
-
-        The hook for the governance issue: when the graph's reader offers ``escalations(at=)``
-        its records are returned as they are (``source: reader``); until then every open
-        conflict is derived into one (``source: quarantine``): the conflicting claims with
-        their owners, evidence and the versions each writer read, the schema revision, and the
-        edge type's domain fallback as the recommended action.
-        """
+    async def get_escalations(
+        request: Request, at: AtQuery = None, include_open: bool = False
+    ) -> dict[str, Any]:
+        """Escalated conflicts (every open one with ``include_open``), each a self-contained
+        evidence payload: the claims side by side with owners, confidence, calibrated accuracy,
+        evidence and the versions each writer read; signals, votes, fallback, recommendation."""
         reads(request)
         v = await at_of(at, 0.0)
-        source = getattr(graph, "escalations", None) or getattr(
-            getattr(graph, "reader", None), "escalations", None
-        )
-        if source is not None:
-            return {"version": v, "source": "reader", "escalations": source(at=v)}
-        return {
-            "version": v,
-            "source": "quarantine",
-            "escalations": [escalation(c, v) for c in graph.reader.quarantine(v)],
-        }
+        payloads = escalation_payloads(graph.reader, graph.name, v, include_open=include_open)
+        return {"version": v, "escalations": payloads}
 
-    def escalation(c: dict[str, Any], v: int) -> dict[str, Any]:
-        schema = graph.reader.schema(v)
-        et = schema.edge_types.get(c["edge_type"]) if schema is not None else None
-        row = graph.reader.schema_row(v) or {}
-        claims = [claim_info(x, v) for x in c.get("claims", [])]
-        return {
-            "conflict_id": c["conflict_id"],
-            "edge_type": c["edge_type"],
-            "opened_at": c["opened_at"],
-            "schema_revision": row.get("revision"),
-            "domain": et.domain if et else None,
-            "recommended_action": et.fallback.mode if et else "escalate",
-            "claims": [
-                {k: info.get(k) for k in ESCALATION_CLAIM_FIELDS} for info in claims if info
-            ],
-        }
+    @app.get("/v1/calibration", **R)
+    async def get_calibration(
+        request: Request,
+        edge_type: Annotated[str, Query(min_length=1, max_length=LIMITS["id"])],
+        at: AtQuery = None,
+    ) -> dict[str, Any]:
+        """Each writer's resolved-conflict record for an edge type (wins, losses)."""
+        reads(request)
+        v = await at_of(at, 0.0)
+        record = graph.reader.calibration(edge_type, v)
+        return {"version": v, "edge_type": edge_type, "record": record}
 
     @app.get("/v1/claims/{claim_id}", **R)
     async def get_claim(request: Request, claim_id: str, at: AtQuery = None) -> Any:
@@ -614,6 +613,10 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
     @app.get("/review", include_in_schema=False)
     def review() -> HTMLResponse:
         return HTMLResponse((static / "index.html").read_text(encoding="utf-8"))
+
+    @app.get("/review/{graph_name}/conflicts/{conflict_id}", include_in_schema=False)
+    def review_conflict(graph_name: str, conflict_id: str) -> HTMLResponse:
+        return review()  # the escalation payloads link here; the page focuses the conflict
 
     @app.get("/review/{name}", include_in_schema=False)
     def review_asset(name: str) -> Response:

@@ -12,14 +12,15 @@ from .problems import PROBLEM
 
 __all__ = [
     "ADMIN_TYPES",
-    "ESCALATION_CLAIM_FIELDS",
     "I64",
     "PROBLEM_RESPONSES",
     "AtQuery",
     "ClaimIn",
+    "EscalateIn",
     "GrantIn",
     "Id",
     "In",
+    "ReadBlockedIn",
     "RegisterKeyIn",
     "ResolveIn",
     "RetractIn",
@@ -43,22 +44,6 @@ TimeoutQuery = Annotated[
 ]
 Id = Annotated[str, Field(min_length=1, max_length=LIMITS["id"])]
 Text = Annotated[str, Field(max_length=LIMITS["reasoning"])]
-ESCALATION_CLAIM_FIELDS = (
-    "claim_id",
-    "agent",
-    "task",
-    "polarity",
-    "subject_type",
-    "subject_id",
-    "object_type",
-    "object_id",
-    "confidence",
-    "evidence",
-    "reasoning",
-    "based_on_version",
-    "asserted_at",
-    "run_id",
-)
 ADMIN_TYPES = ("publish_schema", "grant", "revoke", "register_key", "revoke_key")
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"description": desc, "content": {PROBLEM: {}}}
@@ -114,6 +99,19 @@ class ResolveIn(In):
     winner: Id | None = Field(None, description="The winning claim id; null rejects every claim.")
     resolver: Id = "human"
     rationale: Text = ""
+    inputs: Text = Field("", description="JSON: what the resolver saw and decided on.")
+
+
+class EscalateIn(In):
+    conflict_id: Id
+    reason: str = Field("", max_length=LIMITS["id"])
+    resolver: Id = "human"
+
+
+class ReadBlockedIn(In):
+    conflict_id: Id
+    count: int = Field(1, ge=1, le=1_000_000)
+    run_id: Id | None = None
 
 
 class SchemaIn(In):

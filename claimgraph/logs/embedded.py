@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
@@ -65,7 +65,7 @@ class EmbeddedLog:
         self, wb: WriteBatch, values: Sequence[bytes], timestamps: Sequence[int] | None = None
     ) -> list[int]:
         """Put records into ``wb`` (the caller writes it); advances the end optimistically."""
-        ts = max(_wall_ms(), self._last_ts)
+        ts = max(self._store.clock(), self._last_ts)
         start = self._end
         for i, v in enumerate(values):
             t = timestamps[i] if timestamps is not None else ts
@@ -102,7 +102,11 @@ class EmbeddedLog:
 class EmbeddedLogStore:
     """The local RocksDB that holds the commands, decisions and runs logs."""
 
-    def __init__(self, path: Path, *, create: bool = False) -> None:
+    def __init__(
+        self, path: Path, *, create: bool = False, clock: Callable[[], int] | None = None
+    ) -> None:
+        # append times (ms) come from the wall clock; a simulation or a test may pass its own
+        self.clock: Callable[[], int] = clock or _wall_ms
         self.path = path
         self.db = open_rdict(path, create=create)
         self._sync = WriteOptions()

@@ -18,7 +18,19 @@ from ..fold import SEP, STATUS_NAMES, Changes, GraphState
 from ..logs.embedded import open_rdict
 from ..model import Decision
 from . import rows
-from .rows import ADJ, CLAIM, CONFLICT, EDGE, META, SCHEMA, SLOT, dumps, entity_key, history_key
+from .rows import (
+    ADJ,
+    CALIBRATION,
+    CLAIM,
+    CONFLICT,
+    EDGE,
+    META,
+    SCHEMA,
+    SLOT,
+    dumps,
+    entity_key,
+    history_key,
+)
 
 __all__ = ["ProjectionStore", "Projector", "adjacency_entity", "claim_row", "conflict_row"]
 
@@ -53,6 +65,10 @@ def conflict_row(state: GraphState, conflict_id: str) -> dict[str, Any]:
         "members": list(c.members),
         "slots": list(c.slots),
         "blocked_reads": c.blocked_reads,
+        "blocked_runs": list(c.blocked_runs),
+        "opened_time": c.opened_time,
+        "escalated_at": c.escalated_at,
+        "escalation": c.escalation,
     }
 
 
@@ -127,6 +143,8 @@ class Projector:
             wb.put(entity_key(SLOT, s, version), dumps(st.slot_conflict.get(s)))
         for c in ch.conflicts:
             wb.put(entity_key(CONFLICT, c, version), dumps(conflict_row(st, c)))
+        for k in ch.calibration:
+            wb.put(entity_key(CALIBRATION, SEP.join(k), version), dumps(st.record[k]))
         if d["schema"] is not None:
             wb.put(entity_key(SCHEMA, "", version), dumps(dict(d["schema"])))
         if self.index_inputs:

@@ -20,6 +20,7 @@ from ..model import OnUnknown
 from ..policy import GraphSchema, parse_schema
 from .rows import (
     ADJ,
+    CALIBRATION,
     CLAIM,
     CONFLICT,
     EDGE,
@@ -56,7 +57,7 @@ class EdgeView:
             "version": self.version,
             "conflict_id": self.conflict_id,
             "claims": list(self.claims),
-        }
+        } | ({"fallback": self.fallback} if self.fallback is not None else {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,7 @@ class SlotView:
     version: int
     conflict_id: str | None = None
     nodes: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    fallback: str | None = None  # unknown, in a fail-closed or default domain: act on this
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -102,7 +104,15 @@ class SlotView:
             "version": self.version,
             "conflict_id": self.conflict_id,
             "nodes": [list(n) for n in self.nodes],
-        }
+        } | ({"fallback": self.fallback} if self.fallback is not None else {})
+
+
+def _fallback(et: Any) -> str | None:
+    """The value a fail-closed or default domain serves for an unknown slot, marked fallback."""
+    if et is None or et.fallback.mode not in ("fail_closed", "default"):
+        return None
+    value: str | None = et.fallback.value
+    return value
 
 
 class ProjectionReader:
@@ -221,7 +231,8 @@ class ProjectionReader:
                     break
         if state == "unknown" and halt and et is not None and et.on_unknown == OnUnknown.HALT:
             raise UnknownSlotError(f"edge {edge_type}({subject[1]} -> {obj[1]})", conflict or "")
-        return EdgeView(edge_type, subject, obj, state, at, conflict, tuple(claims))
+        fallback = _fallback(et) if state == "unknown" else None
+        return EdgeView(edge_type, subject, obj, state, at, conflict, tuple(claims), fallback)
 
     def slot(
         self,
@@ -245,7 +256,9 @@ class ProjectionReader:
             et = schema.edge_types.get(edge_type) if schema else None
             if halt and et is not None and et.on_unknown == OnUnknown.HALT:
                 raise UnknownSlotError(f"slot {edge_type}({node[1]}, {direction})", conflict)
-            return SlotView(edge_type, node, direction, "unknown", at, conflict, nodes)
+            return SlotView(
+                edge_type, node, direction, "unknown", at, conflict, nodes, _fallback(et)
+            )
         return SlotView(
             edge_type, node, direction, "present" if nodes else "absent", at, None, nodes
         )
@@ -347,8 +360,16 @@ class ProjectionReader:
                     break
         return out
 
+    def calibration(self, edge_type: str, at: int) -> dict[str, tuple[int, int]]:
+        """agent → (wins, losses) in resolved conflicts of ``edge_type``, as of ``at``."""
+        out: dict[str, tuple[int, int]] = {}
+        for ent, raw in self._scan_at(CALIBRATION, edge_type + SEP, at):
+            wins, losses = loads(raw)
+            out[ent.split(SEP, 1)[1]] = (int(wins), int(losses))
+        return out
+
     def rows_at(self, at: int) -> Iterator[tuple[bytes, bytes]]:
         """Every entity's row as of ``at`` (for digests), in key order."""
-        for family in (ADJ, CONFLICT, EDGE, CLAIM, SLOT, SCHEMA):
+        for family in (ADJ, CALIBRATION, CONFLICT, EDGE, CLAIM, SLOT, SCHEMA):
             for ent, raw in self._scan_at(family, "", at):
                 yield family + ent.encode("utf-8"), raw

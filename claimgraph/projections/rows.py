@@ -1,6 +1,7 @@
 """Row layout of the versioned (MVCC) projection in RocksDB (pure byte encoding).
 
-Every entity (an edge, an adjacency entry, a slot, a claim, a conflict, the schema) is stored
+Every entity (an edge, an adjacency entry, a slot, a claim, a conflict, the schema, a
+writer's calibration record) is stored
 as one row per version at which it changed::
 
     family(1 byte) ‖ entity (UTF-8, no NUL inside) ‖ 0x00 ‖ u64_be(2^64 - 1 - version)
@@ -22,6 +23,7 @@ from pydantic_core import from_json, to_json
 
 __all__ = [
     "ADJ",
+    "CALIBRATION",
     "CLAIM",
     "CONFLICT",
     "EDGE",
@@ -41,8 +43,8 @@ __all__ = [
     "version_of",
 ]
 
-EDGE, ADJ, SLOT, CLAIM, CONFLICT, SCHEMA, HISTORY, META, INPUT = (
-    b"E", b"A", b"S", b"K", b"C", b"Y", b"H", b"M", b"I")  # fmt: skip
+EDGE, ADJ, SLOT, CLAIM, CONFLICT, SCHEMA, HISTORY, META, INPUT, CALIBRATION = (
+    b"E", b"A", b"S", b"K", b"C", b"Y", b"H", b"M", b"I", b"B")  # fmt: skip
 _U64 = struct.Struct(">Q")
 _MAX = (1 << 64) - 1
 

@@ -38,7 +38,8 @@ from ..admission import HANDLERS as _ADMISSION
 from ..admission import Refusal as _Reject
 from ..admission import admit as _admit
 from ..errors import DecodeError, SchemaError
-from ..fold import SEP, VISIBLE, WITHHELD, GraphState, edge_key
+from ..fold import LOST, SEP, SUPERSEDED, VISIBLE, WITHHELD, GraphState, edge_key, edge_parts
+from ..governance import Vote, label, merge, outcome_by, signals
 from ..model import (
     LIMITS,
     ClaimCommand,
@@ -46,6 +47,8 @@ from ..model import (
     Command,
     ConflictPolicy,
     Decision,
+    EscalateCommand,
+    Exit,
     GrantCommand,
     InvalidInputCommand,
     OnStale,
@@ -94,6 +97,11 @@ def _base(
         "stale": False,
         "schema": None,
         "grant": None,
+        "merge": None,
+        "signals": [],
+        "exits": [],
+        "count": 0,
+        "run_id": None,
         "key": None,
         "signed_by": None,
     }
@@ -121,6 +129,8 @@ def decide_command(state: GraphState, cmd: Command, input_offset: int, log_time:
     try:
         _check_envelope(state, cmd, d)
         _HANDLERS[ctype](state, cmd, d)
+        if d["claim"] is not None:
+            _signals(state, d)
     except _Reject as r:
         d["kind"] = "rejected"
         d["reason"] = r.reason.value
@@ -134,6 +144,11 @@ def decide_command(state: GraphState, cmd: Command, input_offset: int, log_time:
         d["conflict_id"] = None
         d["target"] = None
         d["stale"] = False
+        d["merge"] = None
+        d["signals"] = []
+        d["exits"] = []
+        d["count"] = 0
+        d["run_id"] = None
     return d
 
 
@@ -383,10 +398,11 @@ def _claim(state: GraphState, cmd: Command, d: Decision) -> None:
             return
         _accept(d, own + opposing, agreeing)
         return
+    if opposing and et.conflict_policy == ConflictPolicy.CONFIDENCE_WEIGHTED_MERGE:
+        _merge_claim(state, et, c, d, own=own, agreeing=agreeing, opposing=opposing)
+        return
     if opposing:
         reason = Reason.SLOT_CONFLICT if slot_opposing else Reason.POLARITY_CONFLICT
-        if et.conflict_policy == ConflictPolicy.CONFIDENCE_WEIGHTED_MERGE:
-            reason = Reason.MERGE_PENDING
         what = (
             "another object for an exclusive slot"
             if slot_opposing
@@ -403,6 +419,162 @@ def _claim(state: GraphState, cmd: Command, d: Decision) -> None:
         )
         return
     _accept(d, own, agreeing)
+
+
+def _vote(state: GraphState, claim_id: str, by: str) -> Vote:
+    cs = state.claims[claim_id]
+    return Vote(
+        claim_id,
+        cs.agent,
+        _label(cs.edge, cs.asserts, by),
+        cs.conf,
+        cs.ts,
+        cs.based,
+    )
+
+
+def _label(key: str, asserts: bool, by: str) -> str:
+    _, st, si, ot, oi = edge_parts(key)
+    return label("assert" if asserts else "deny", st, si, ot, oi, by)
+
+
+def _new_vote(c: ClaimCommand, by: str) -> Vote:
+    key = edge_key(
+        c["edge_type"], c["subject_type"], c["subject_id"], c["object_type"], c["object_id"]
+    )
+    return Vote(
+        c["command_id"],
+        c["agent"],
+        _label(key, c["polarity"] == "assert", by),
+        float(c["confidence"]),
+        c["asserted_at"],
+        c["based_on_version"],
+    )
+
+
+def _merge_claim(
+    state: GraphState,
+    et: EdgeType,
+    c: ClaimCommand,
+    d: Decision,
+    *,
+    own: list[str],
+    agreeing: list[str],
+    opposing: list[str],
+) -> None:
+    """confidence-weighted-merge: the calibrated vote of every writer's latest claim decides.
+
+    Writers' latest claims count whether they are visible or lost an earlier merge; the new
+    claim replaces its writer's. The winning outcome becomes (or stays) the visible one.
+    """
+    by = outcome_by(et)
+    key = edge_key(
+        c["edge_type"], c["subject_type"], c["subject_id"], c["object_type"], c["object_id"]
+    )
+    latest = state.votes.get(state.vote_group(key), {})
+    counted = [*agreeing, *opposing]
+    for agent, cid in sorted(latest.items()):
+        cs = state.claims.get(cid)
+        if agent == c["agent"] or cid in counted or cs is None:
+            continue
+        if cs.status in (VISIBLE, LOST, SUPERSEDED):
+            counted.append(cid)
+    votes = sorted(
+        (_vote(state, x, by) for x in counted), key=lambda v: (v.asserted_at, v.claim_id)
+    )
+    mine = _new_vote(c, by)
+    votes.append(mine)
+    m = merge(votes, state.record_of(et.name), prior=et.merge_prior, threshold=et.merge_margin)
+    d["merge"] = m
+    summary = (
+        f"merged confidence {m['merged_confidence']:.3f}, margin {m['margin']:.3f} "
+        f"(threshold {m['threshold']:g}) over {len(m['contributions'])} writer(s)"
+    )
+    winner_safe = True
+    if m["winner"] is not None and et.fallback.fails_closed:
+        if m["winner"] == c["command_id"]:
+            w_asserts, w_object = c["polarity"] == "assert", c["object_id"]
+        else:
+            ws = state.claims[m["winner"]]
+            w_asserts, w_object = ws.asserts, edge_parts(ws.edge)[4]
+        winner_safe = et.fallback.is_safe(w_asserts, w_object)
+    if m["winner"] is None or not winner_safe:
+        why = (
+            f"{m['outcome']} leads but domain {et.domain} fails closed: a person must decide"
+            if m["winner"] is not None
+            else "the best two outcomes are too close"
+        )
+        _quarantine(
+            d,
+            conflict_id_for(c["command_id"]),
+            Reason.NEEDS_HUMAN if m["winner"] is not None else Reason.MERGE_MARGIN,
+            f"{why}: {summary}; claims withheld until a resolver decides",
+            withheld=[*agreeing, *opposing],
+            supersedes=own,
+            against=opposing,
+        )
+        return
+    outcome = {v.claim_id: v.outcome for v in votes}
+    if m["outcome"] == mine.outcome:
+        d["kind"] = "accepted"
+        d["reason"] = Reason.MERGED.value
+        d["supersedes"] = [*own, *opposing]
+        d["released"] = [
+            x for x in counted if outcome[x] == mine.outcome and state.claims[x].status != VISIBLE
+        ]
+        d["conflicts_with"] = list(opposing)
+        d["detail"] = f"{m['outcome']} wins the merge: {summary}"
+        return
+    d["kind"] = "conflicted"
+    d["reason"] = Reason.OUTVOTED.value
+    d["supersedes"] = own
+    d["conflicts_with"] = [x for x in counted if outcome[x] == m["outcome"]]
+    d["detail"] = f"outvoted: {m['outcome']} wins the merge; {summary}"
+
+
+def _signals(state: GraphState, d: Decision) -> None:
+    """Decision checks (second article) over the writers of the claim's slot or conflict."""
+    claim = d["claim"]
+    assert claim is not None
+    et = state.edge_type(claim["edge_type"])
+    if et is None or et.decision is None or d["kind"] == "rejected":
+        return
+    by = outcome_by(et)
+    key = edge_key(
+        claim["edge_type"],
+        claim["subject_type"],
+        claim["subject_id"],
+        claim["object_type"],
+        claim["object_id"],
+    )
+    ids: list[str] = []
+    es = state.edges.get(key)
+    if es is not None:
+        ids += [*es.visible, *es.withheld]
+    for s in state.slots_of(key):
+        holder = state.slot_holder.get(s)
+        if holder is not None and holder != key:
+            ids += list(state.edges[holder].visible)
+        conflict = state.slot_conflict.get(s)
+        if conflict is not None:
+            ids += state.conflicts[conflict].claims
+    if d["conflict_id"] is not None and d["conflict_id"] in state.conflicts:
+        ids += state.conflicts[d["conflict_id"]].claims
+    ids += d["withheld"] + d["supersedes"] + d["conflicts_with"]
+    seen: set[str] = set()
+    votes = []
+    for x in ids:
+        if x in seen or x not in state.claims or x == claim["claim_id"]:
+            continue
+        seen.add(x)
+        if state.claims[x].agent != claim["agent"]:
+            votes.append(_vote(state, x, by))
+    if not votes:
+        return
+    votes.sort(key=lambda v: (v.asserted_at, v.claim_id))
+    cmd_like = cast(ClaimCommand, {**claim, "command_id": claim["claim_id"]})
+    votes.append(_new_vote(cmd_like, by))
+    d["signals"] = signals(votes, et.decision)
 
 
 def _iso(ms: int) -> str:
@@ -530,6 +702,7 @@ def _resolve(state: GraphState, cmd: Command, d: Decision) -> None:
     _check_id(c["conflict_id"], "conflict_id")
     _check_id(c["resolver"], "resolver")
     _check_text(c["rationale"], "rationale", LIMITS["reasoning"])
+    _check_text(c.get("inputs", ""), "inputs", LIMITS["document"])
     _require_schema(state)
     assert state.schema is not None
     if not state.schema.is_resolver(c["agent"]):
@@ -561,6 +734,16 @@ def _resolve(state: GraphState, cmd: Command, d: Decision) -> None:
             f"claim {winner!r} is not held in conflict "
             f"{conflict.conflict_id!r} (held: {', '.join(conflict.claims)})"[:500],
         )
+    et = state.edge_type(conflict.edge_type)
+    if et is not None and et.fallback.fails_closed and not state.schema.is_human(c["agent"]):
+        ws = state.claims[winner]
+        if not et.fallback.is_safe(ws.asserts, edge_parts(ws.edge)[4]):
+            raise _Reject(
+                Reason.NEEDS_HUMAN,
+                f"domain {et.domain} fails closed: only a human (principals.humans) may pick "
+                f"{'assert' if ws.asserts else 'deny'} {edge_parts(ws.edge)[4]!r}; "
+                f"automatic resolvers may pick {', '.join(_safe_values(et))} or reject all",
+            )
     want = _outcome(state, winner)
     released = [x for x in conflict.claims if _outcome(state, x) == want]
     _release(state, released, d)
@@ -668,21 +851,175 @@ def _revoke(state: GraphState, cmd: Command, d: Decision) -> None:
 
 
 def _tick(state: GraphState, cmd: Command, d: Decision) -> None:
+    """Time passes (log time): conflicts past their deadline exit quarantine."""
     d["kind"] = "accepted"
     d["reason"] = Reason.TICK.value
+    now = d["log_time"]
+    for cid in list(state.open_conflicts):
+        if len(d["exits"]) >= LIMITS["exits"]:
+            break  # the rest exit at the next tick
+        conflict = state.conflicts[cid]
+        if conflict.escalated_at is not None:
+            continue
+        et = state.edge_type(conflict.edge_type)
+        if et is None or et.exits.deadline_ms is None:
+            continue
+        due = conflict.opened_time + et.exits.deadline_ms
+        if now >= due:
+            _exit(
+                state,
+                conflict,
+                "deadline",
+                f"open since {_iso(conflict.opened_time)}; deadline passed at {_iso(due)}",
+                d,
+            )
+    if d["exits"]:
+        d["detail"] = f"{len(d['exits'])} conflict(s) reached their deadline"
 
 
 def _read_blocked(state: GraphState, cmd: Command, d: Decision) -> None:
+    """Reads that hit a quarantined slot: counted, and an exit at the declared threshold."""
     c = cast(ReadBlockedCommand, cmd)
     _check_id(c["conflict_id"], "conflict_id")
-    if c["count"] < 1:
-        raise _Reject(Reason.INVALID_FIELD, "count must be at least 1")
-    if c["conflict_id"] not in state.conflicts:
+    if c["run_id"] is not None:
+        _check_id(c["run_id"], "run_id")
+    if not 1 <= c["count"] <= 1_000_000:
+        raise _Reject(Reason.INVALID_FIELD, f"count must be in 1..1000000, got {c['count']}")
+    conflict = state.conflicts.get(c["conflict_id"])
+    if conflict is None:
         raise _Reject(Reason.UNKNOWN_CONFLICT, f"no conflict {c['conflict_id']!r}")
+    if not conflict.open:
+        raise _Reject(
+            Reason.CONFLICT_CLOSED,
+            f"conflict {c['conflict_id']!r} is already closed ({conflict.outcome})",
+        )
     d["kind"] = "accepted"
     d["reason"] = Reason.READ_BLOCKED.value
     d["target"] = c["conflict_id"]
-    d["detail"] = f"{c['count']} blocked read(s)"
+    d["count"] = c["count"]
+    d["run_id"] = c["run_id"]
+    total = conflict.blocked_reads + c["count"]
+    d["detail"] = f"{c['count']} blocked read(s); {total} in all"
+    et = state.edge_type(conflict.edge_type)
+    if et is None or conflict.escalated_at is not None:
+        return
+    limit = et.exits.max_blocked_reads
+    runs = et.exits.escalate_after_runs
+    run = c["run_id"]
+    if limit is not None and total >= limit:
+        _exit(state, conflict, "blocked_reads", f"{total} blocked reads (threshold {limit})", d)
+    elif (
+        runs is not None
+        and run is not None
+        and run not in conflict.blocked_runs
+        and len(conflict.blocked_runs) + 1 >= runs
+    ):
+        _exit(
+            state,
+            conflict,
+            "runs",
+            f"outlived {len(conflict.blocked_runs) + 1} run(s) it blocked (run {run})",
+            d,
+        )
+
+
+def _exit(state: GraphState, conflict: Any, trigger: str, detail: str, d: Decision) -> None:
+    """A conflict leaves quarantine: by the domain's fallback value, or to a human."""
+    et = state.edge_type(conflict.edge_type)
+    action = et.exits.on_exit if et is not None and trigger != "runs" else "escalate"
+    if action == "fallback" and et is not None:
+        winners = _fallback_claims(state, conflict.claims, et)
+        if winners:
+            _release_into(state, winners, d)
+            d["dismissed"] += [x for x in conflict.claims if x not in winners]
+            d["exits"].append(
+                {
+                    "conflict_id": conflict.conflict_id,
+                    "trigger": trigger,
+                    "action": "fallback",
+                    "detail": f"{detail}; fallback {et.fallback.value}: "
+                    f"released {', '.join(winners)}"[:500],
+                }
+            )
+            return
+        detail += f"; no claim holds the fallback value {et.fallback.value!r}"
+    exit_: Exit = {
+        "conflict_id": conflict.conflict_id,
+        "trigger": trigger,
+        "action": "escalate",
+        "detail": detail[:500],
+    }
+    d["exits"].append(exit_)
+
+
+def _fallback_claims(state: GraphState, claims: Sequence[str], et: EdgeType) -> list[str]:
+    """The claims holding the domain's fallback value (or, failing closed, a denial)."""
+    value = et.fallback.value
+    pick = [
+        x
+        for x in claims
+        if state.claims[x].asserts and edge_parts(state.claims[x].edge)[4] == value
+    ]
+    if not pick and et.fallback.fails_closed:
+        pick = [x for x in claims if not state.claims[x].asserts]
+    if not pick:
+        return []
+    want = _outcome(state, pick[0])
+    return [x for x in claims if _outcome(state, x) == want]
+
+
+def _release_into(state: GraphState, claims: Sequence[str], d: Decision) -> None:
+    """Like :func:`_release`, adding to what the decision already releases and supersedes."""
+    released, supersedes = list(d["released"]), list(d["supersedes"])
+    _release(state, claims, d)
+    d["released"] = released + [x for x in d["released"] if x not in released]
+    d["supersedes"] = supersedes + [x for x in d["supersedes"] if x not in supersedes]
+
+
+def _safe_values(et: EdgeType) -> list[str]:
+    return [x for x in (et.fallback.value, *et.fallback.safe) if x]
+
+
+def _escalate(state: GraphState, cmd: Command, d: Decision) -> None:
+    """A resolver hands a conflict to a human; it stays quarantined, now escalated."""
+    c = cast(EscalateCommand, cmd)
+    _check_id(c["conflict_id"], "conflict_id")
+    _check_id(c["resolver"], "resolver")
+    _check_text(c["reason"], "reason", LIMITS["id"])
+    _require_schema(state)
+    assert state.schema is not None
+    if not state.schema.is_resolver(c["agent"]):
+        raise _Reject(
+            Reason.NOT_RESOLVER,
+            f"agent {c['agent']!r} is not a resolver or admin "
+            f"in schema revision {state.schema_rev}",
+        )
+    conflict = state.conflicts.get(c["conflict_id"])
+    if conflict is None:
+        raise _Reject(Reason.UNKNOWN_CONFLICT, f"no conflict {c['conflict_id']!r}")
+    if not conflict.open:
+        raise _Reject(
+            Reason.CONFLICT_CLOSED,
+            f"conflict {c['conflict_id']!r} is already closed ({conflict.outcome})",
+        )
+    if conflict.escalated_at is not None:
+        raise _Reject(
+            Reason.ALREADY_ESCALATED,
+            f"conflict {c['conflict_id']!r} was escalated at version {conflict.escalated_at}",
+        )
+    d["kind"] = "accepted"
+    d["reason"] = Reason.ESCALATED.value
+    d["target"] = conflict.conflict_id
+    d["conflict_id"] = conflict.conflict_id
+    d["detail"] = f"{c['resolver']}: {c['reason']}"
+    d["exits"] = [
+        {
+            "conflict_id": conflict.conflict_id,
+            "trigger": "resolver",
+            "action": "escalate",
+            "detail": f"{c['resolver']}: {c['reason']}"[:500],
+        }
+    ]
 
 
 def _invalid(state: GraphState, cmd: Command, d: Decision) -> None:
@@ -699,6 +1036,7 @@ _HANDLERS: dict[str, Callable[[GraphState, Command, Decision], None]] = {
     "revoke": _revoke,
     "tick": _tick,
     "read_blocked": _read_blocked,
+    "escalate": _escalate,
     "invalid_input": _invalid,
     **_ADMISSION,  # register_key, revoke_key, refused
 }

@@ -83,7 +83,9 @@ async function loadQueue() {
     for (const info of c.claim_details) if (info) claims.append(claimCard(c, info));
     box.append(el("div", { class: "conflict", "data-testid": "conflict-" + c.conflict_id },
       el("h3", {}, `${c.conflict_id} · ${c.edge_type} · opened v${c.opened_at} · `
-        + `${c.blocked_reads || 0} blocked reads`),
+        + `${c.blocked_reads || 0} blocked reads`
+        + (c.escalated_at !== null && c.escalated_at !== undefined
+          ? ` · ESCALATED at v${c.escalated_at}` : "")),
       claims,
       el("button", {
         "data-testid": "reject-all-" + c.conflict_id,
@@ -93,12 +95,26 @@ async function loadQueue() {
   const esc = $("escalations");
   try {
     const e = await api("/v1/escalations");
-    esc.replaceChildren(...e.escalations.map((x) => el("details", { "data-testid": "escalation" },
-      el("summary", {}, `${x.conflict_id} · ${x.edge_type} · recommended: ${x.recommended_action}`),
-      el("pre", {}, JSON.stringify(x, null, 2)))));
+    esc.replaceChildren(...e.escalations.map((x) => {
+      const rec = x.recommended_action || {};
+      return el("details", { "data-testid": "escalation-" + x.conflict_id, open: "" },
+        el("summary", {}, `${x.conflict_id} · ${x.edge_type} · ${x.status}`
+          + (x.escalation_reason ? ` (${x.escalation_reason})` : "")),
+        el("p", {}, `recommended: ${rec.action || "review"}`
+          + (rec.claim_id ? ` claim ${rec.claim_id}` : "") + (rec.why ? ` — ${rec.why}` : "")),
+        el("p", {}, "versions read: " + Object.entries(x.versions_read || {})
+          .map(([a, v]) => `${a} v${v === null ? "—" : v}`).join(", ")),
+        el("pre", {}, JSON.stringify({ votes: x.votes, signals: x.signals, fallback: x.fallback },
+          null, 2)));
+    }));
     if (!e.escalations.length) esc.replaceChildren(el("p", {}, "No escalations."));
   } catch (err) {
     esc.replaceChildren(el("p", { class: "hint" }, err.message));
+  }
+  const focus = location.pathname.match(/\/conflicts\/([^/]+)$/);
+  if (focus) {
+    const card = document.querySelector(`[data-testid="conflict-${decodeURIComponent(focus[1])}"]`);
+    if (card) { card.classList.add("focus"); card.scrollIntoView(); }
   }
 }
 
