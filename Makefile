@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make demo       the main job: the first article's world on the embedded runtime"
 	@echo "make test       every test (lint and types included)"
-	@echo "make bench      benchmarks, written to BENCHMARKS.md"
+	@echo "make bench      benchmarks, written to BENCHMARKS.md (embedded, Kafka, HTTP)"
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make typecheck  mypy --strict on the package"
 	@echo "make kafka      a development Kafka broker (KRaft, 127.0.0.1) in ./kafka-data; Ctrl-C stops it"
@@ -21,7 +21,7 @@ help:
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,kafka]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,kafka,http]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -49,6 +49,7 @@ kafka: kafka-fetch
 bench: $(STAMP) kafka-fetch
 	$(BIN)/python tools/bench.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_kafka.py --out BENCHMARKS.md
+	$(BIN)/python tools/bench_http.py --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench-data test-artifacts

@@ -10,16 +10,24 @@ read takes ``at=``. Start with::
         r = g.assert_("deployment_target", "service:checkout", "environment:prod",
                       agent="release-agent", task="promote-release")
         g.edge("deployment_target", "service:checkout", "environment:prod", at=r.version)
+
+Over HTTP, ``claimgraph.connect(url, token=...)`` gives the same interface; ``g.run(...)``
+pins a version for an agent's run and records what it read.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
+
 from .errors import (
+    AuthError,
     ClaimgraphError,
     ConfigError,
     DecodeError,
     InputError,
     IntegrityError,
+    NotFoundError,
     SchemaError,
     StorageError,
     UnknownSlotError,
@@ -41,10 +49,28 @@ from .model import (
 )
 from .policy import GraphSchema, load_schema_file, parse_schema
 from .projections.reader import EdgeView, NeighborView, SlotView
+from .runs import ReplayReport, Run, RunNotFound, RunSummary, Snapshot
+from .signing import Signer
+
+if _TYPE_CHECKING:
+    from .client import HttpGraph
+
+
+def connect(url: str, token: str | None = None, **kw: _Any) -> HttpGraph:
+    """The graph behind a claimgraph HTTP API (needs the ``http`` extra: httpx).
+
+    ``connect("http://127.0.0.1:8080", token=...)`` has the embedded graph's interface;
+    ``app=`` drives an ASGI app in process instead of the network.
+    """
+    from .client import connect as _connect
+
+    return _connect(url, token, **kw)
+
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthError",
     "Cardinality",
     "ClaimgraphError",
     "ConfigError",
@@ -58,19 +84,27 @@ __all__ = [
     "InputError",
     "IntegrityError",
     "NeighborView",
+    "NotFoundError",
     "OnStale",
     "OnUnknown",
     "Polarity",
     "Reason",
     "Receipt",
+    "ReplayReport",
+    "Run",
+    "RunNotFound",
+    "RunSummary",
     "SchemaError",
+    "Signer",
     "SlotView",
+    "Snapshot",
     "StorageError",
     "UnknownSlotError",
     "VersionError",
     "VersionNotYetAvailable",
     "VersionPruned",
     "__version__",
+    "connect",
     "load_schema_file",
     "open",
     "parse_schema",

@@ -12,12 +12,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .errors import InputError, UnknownSlotError
 from .inputs import now_millis, to_millis
 from .model import Command, Decision
 from .projections.reader import EdgeView, NeighborView, ProjectionReader, SlotView
+
+if TYPE_CHECKING:
+    from .signing import Signer
 
 __all__ = ["GraphReads", "GraphWrites", "NodeLike", "Receipt", "node"]
 
@@ -64,9 +67,13 @@ class GraphWrites:
     """Command builders; subclasses provide ``name`` and ``_one(command) -> Receipt``."""
 
     name: str
+    signer: Signer | None = None  # when set, every command is sent as a signed record
 
     def _one(self, command: Command) -> Receipt:
         raise NotImplementedError
+
+    def _one_signed(self, record: bytes) -> Receipt:
+        raise NotImplementedError(f"{type(self).__name__} does not send signed records")
 
     def _send(
         self, kind: str, agent: str, task: str, command_id: str | None, fields: dict[str, Any]
@@ -79,7 +86,10 @@ class GraphWrites:
             "agent": agent,
             "task": task,
         }
-        return self._one(cast(Command, {**envelope, **fields}))
+        command = cast(Command, {**envelope, **fields})
+        if self.signer is not None:
+            return self._one_signed(self.signer.sign(command))
+        return self._one(command)
 
     def claim(
         self,
@@ -276,6 +286,28 @@ class GraphWrites:
                 "grant_id": grant_id,
             },
         )
+
+    def register_key(
+        self,
+        key_id: str,
+        key_agent: str,
+        public_key: bytes,
+        *,
+        agent: str,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Register an Ed25519 public key (admin only); the graph then requires signatures."""
+        return self._send(
+            "register_key",
+            agent,
+            "",
+            command_id,
+            {"key_id": key_id, "key_agent": key_agent, "public_key": bytes(public_key)},
+        )
+
+    def revoke_key(self, key_id: str, *, agent: str, command_id: str | None = None) -> Receipt:
+        """Revoke a signing key (admin only)."""
+        return self._send("revoke_key", agent, "", command_id, {"key_id": key_id})
 
     def tick(self, *, agent: str = "ticker") -> Receipt:
         """Write a tick: time advances for the governor only through the log."""

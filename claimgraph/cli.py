@@ -816,6 +816,15 @@ _register_kafka()
 _register_governance()
 
 
+def _register_http() -> None:
+    from .cli_http import register
+
+    register(app)  # serve, runs, key
+
+
+_register_http()
+
+
 def main() -> None:
     """Entry point: run the CLI, turning our errors into one line and an exit code."""
     try:

@@ -10,17 +10,21 @@ ClaimgraphError                 root: every error we raise on purpose
 │   └── VersionPruned           below the retention horizon (never a silently wrong answer)
 ├── UnknownSlotError            a read hit a quarantined slot whose policy is on_unknown: halt
 ├── IntegrityError              verify/audit found a difference; names the first version
-└── StorageError                the local store is locked, corrupt or missing
+├── StorageError                the local store is locked, corrupt or missing
+├── NotFoundError               no such run, claim or conflict (HTTP 404)
+└── AuthError                   the HTTP API refused the caller's identity (401/403); has reason
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "AuthError",
     "ClaimgraphError",
     "ConfigError",
     "DecodeError",
     "InputError",
     "IntegrityError",
+    "NotFoundError",
     "SchemaError",
     "StorageError",
     "UnknownSlotError",
@@ -132,3 +136,25 @@ class StorageError(ClaimgraphError):
     """The local store is locked by another process, corrupt or missing."""
 
     exit_code = 8
+
+
+class NotFoundError(ClaimgraphError):
+    """No such run, claim or conflict."""
+
+    exit_code = 9
+
+
+class AuthError(ClaimgraphError):
+    """The HTTP API refused the caller: no or unknown token (401), or not allowed (403).
+
+    ``reason`` is the reason code the refusal was recorded with (``unauthenticated``,
+    ``agent_mismatch``, ``task_not_allowed``, ``not_admin``, ``not_resolver``).
+    """
+
+    exit_code = 10
+
+    def __init__(self, reason: str, detail: str, status: int = 403) -> None:
+        self.reason = reason
+        self.detail = detail
+        self.status = status
+        super().__init__(f"{reason}: {detail}")

@@ -33,6 +33,7 @@ import sys
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from .admission import KeyState, fold_key, requires_signatures
 from .model import ClaimRecord, Decision, GrantRecord
 from .policy import EdgeType, GraphSchema, parse_schema
 
@@ -211,6 +212,8 @@ class GraphState:
         self.votes: dict[str, dict[str, str]] = {}
         # (edge type, agent) → [wins, losses] in resolved conflicts: calibration
         self.record: dict[tuple[str, str], list[int]] = {}
+        self.keys: dict[str, KeyState] = {}  # signing keys (claimgraph.admission)
+        self.keys_active = False  # a graph with an active key requires signed commands
         self.other_commands: set[str] = set()  # ids of commands that are not claims
         self._sides: dict[str, tuple[bool, bool]] = {}  # edge type → exclusive sides
         self.head = -1  # version of the last decision folded in
@@ -411,6 +414,9 @@ class GraphState:
             self.grants[d["grant"]["grant_id"]] = GrantState(d["grant"])
         if d["command_type"] == "revoke" and d["target"] in self.grants:
             self.grants[d["target"]].revoked = True
+        if d["key"] is not None or d["command_type"] == "revoke_key":
+            fold_key(self.keys, d)
+            self.keys_active = requires_signatures(self.keys)
         if d["command_type"] == "read_blocked" and d["target"] in self.conflicts:
             conflict = self.conflicts[d["target"]]
             conflict.blocked_reads += d["count"]

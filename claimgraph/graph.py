@@ -29,6 +29,7 @@ from .logs.embedded import EmbeddedLogStore
 from .model import Command, Decision
 from .projections.projector import ProjectionStore
 from .projections.reader import ProjectionReader
+from .runs import RunsMixin, decode_events, encode_events
 from .streams.embedded import GOVERNOR_POSITION, EmbeddedRuntime
 from .wire import decode_decision, encode_command
 
@@ -85,7 +86,7 @@ def open_graph(
     return Graph(p, cfg["graph"], progress=progress, clock=clock)
 
 
-class Graph(GraphWrites, GraphReads):
+class Graph(GraphWrites, GraphReads, RunsMixin):
     """One embedded graph: write commands, read at any version, verify and audit."""
 
     def __init__(
@@ -185,6 +186,9 @@ class Graph(GraphWrites, GraphReads):
     def _one(self, command: Command) -> Receipt:
         return self.submit([command])[0]
 
+    def _one_signed(self, record: bytes) -> Receipt:
+        return self.submit([record])[0]
+
     # -- versions -------------------------------------------------------------------------------
 
     def head(self) -> int:
@@ -203,6 +207,25 @@ class Graph(GraphWrites, GraphReads):
                 if left <= 0:
                     raise VersionNotYetAvailable(version, head, timeout)
                 self._advanced.wait(min(left, 0.05))
+
+    # -- runs (claimgraph.runs) -------------------------------------------------------------------
+
+    def append_run_events(self, events: Sequence[dict[str, Any]]) -> None:
+        """Append trace events to the runs log (``R`` in the embedded log store)."""
+        values = encode_events(events)
+        with self._lock:
+            self.logs.runs.append(values)
+
+    def run_events(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Trace events from the runs log, of one run or all, in log order."""
+        out: list[dict[str, Any]] = []
+        start = 0
+        while True:
+            recs = self.logs.runs.read(start, 4096)
+            if not recs:
+                return out
+            out += decode_events((r.value for r in recs), run_id)
+            start = recs[-1].offset + 1
 
     def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
         """Decisions from the decisions log: (version, decision)."""

@@ -12,6 +12,7 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,13 @@ from .logs.kafka import KafkaConfig, KafkaLog, partition_for, topic_partitions, 
 from .model import Command, Decision
 from .projections.projector import ProjectionStore
 from .projections.reader import ProjectionReader
+from .runs import RunsMixin, decode_events, encode_events
 from .wire import decode_decision, encode_command
 
 __all__ = ["KafkaGraph"]
 
 
-class KafkaGraph(GraphWrites, GraphReads):
+class KafkaGraph(GraphWrites, GraphReads, RunsMixin):
     """One graph on a Kafka cluster, read through a local projection."""
 
     def __init__(
@@ -47,6 +49,7 @@ class KafkaGraph(GraphWrites, GraphReads):
         self.partition = partition_for(graph, parts)
         self.commands = KafkaLog(cfg, cfg.commands_topic, self.partition, key=graph)
         self._secondary: Path | None = None
+        self._runs: KafkaLog | None = None
         self._db: Rdict | None = None
         if projection is not None:
             primary = projection / "projection"
@@ -68,6 +71,8 @@ class KafkaGraph(GraphWrites, GraphReads):
 
     def close(self) -> None:
         self.commands.close()
+        if self._runs is not None:
+            self._runs.close()
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -128,6 +133,9 @@ class KafkaGraph(GraphWrites, GraphReads):
     def _one(self, command: Command) -> Receipt:
         return self.submit([command])[0]
 
+    def _one_signed(self, record: bytes) -> Receipt:
+        return self.submit([record])[0]
+
     # -- versions -------------------------------------------------------------------------------
 
     def _catch_up(self) -> None:
@@ -158,6 +166,32 @@ class KafkaGraph(GraphWrites, GraphReads):
             "bootstrap": self.cfg.bootstrap,
             "head": self.head() if self._db else None,
         }
+
+    # -- runs: the PREFIX.runs topic, keyed by graph, in the graph's partition ---------------------
+
+    def _runs_log(self) -> KafkaLog:
+        if self._runs is None:
+            parts = topic_partitions(self.cfg, self.cfg.runs_topic)
+            self._runs = KafkaLog(
+                self.cfg, self.cfg.runs_topic, partition_for(self.name, parts), key=self.name
+            )
+        return self._runs
+
+    def append_run_events(self, events: Sequence[dict[str, Any]]) -> None:
+        self._runs_log().append(encode_events(events))
+
+    def run_events(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        log = self._runs_log()
+        out: list[dict[str, Any]] = []
+        start = 0
+        while True:
+            recs = log.read(start, 4096, timeout=2.0)
+            if not recs:
+                break
+            events = decode_events(r.value for r in recs)
+            out += [e for e in events if e["graph"] == self.name and run_id in (None, e["run_id"])]
+            start = recs[-1].offset + 1
+        return out
 
     def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
         log = KafkaLog(self.cfg, self.cfg.decisions_topic, self.partition)

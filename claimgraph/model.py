@@ -27,6 +27,7 @@ __all__ = [
     "GrantCommand",
     "GrantRecord",
     "InvalidInputCommand",
+    "KeyRecord",
     "MergeRecord",
     "OnStale",
     "OnUnknown",
@@ -34,11 +35,15 @@ __all__ = [
     "PublishSchemaCommand",
     "ReadBlockedCommand",
     "Reason",
+    "RefusedCommand",
+    "RegisterKeyCommand",
     "ResolveCommand",
     "RetractCommand",
     "RevokeCommand",
+    "RevokeKeyCommand",
     "SchemaRecord",
     "Signal",
+    "SignedCommand",
     "TickCommand",
 ]
 
@@ -151,6 +156,16 @@ class Reason(StrEnum):
     RETRACTED = "retracted"
     WINNER = "winner"
     REJECT_ALL = "reject_all"
+    # ingress and signatures (issue #5): refusals recorded by the HTTP ingress, signed commands
+    UNAUTHENTICATED = "unauthenticated"
+    AGENT_MISMATCH = "agent_mismatch"
+    TASK_NOT_ALLOWED = "task_not_allowed"
+    UNSIGNED = "unsigned"
+    BAD_SIGNATURE = "bad_signature"
+    UNKNOWN_KEY = "unknown_key"
+    KEY_NOT_FOR_AGENT = "key_not_for_agent"
+    KEY_REGISTERED = "key_registered"
+    KEY_REVOKED = "key_revoked"
 
 
 COMMAND_TYPES = (
@@ -164,6 +179,10 @@ COMMAND_TYPES = (
     "read_blocked",
     "escalate",
     "invalid_input",
+    "refused",
+    "register_key",
+    "revoke_key",
+    "signed",
 )
 
 # Bounds on what one command may carry; the edge (pydantic) and the governor both enforce them.
@@ -284,6 +303,41 @@ class InvalidInputCommand(_Envelope):
     error: str
 
 
+class RefusedCommand(_Envelope):
+    """A request the ingress refused, recorded so the log shows it (``agent``: who asked)."""
+
+    type: NotRequired[Literal["refused"]]
+    reason: str
+    detail: str
+    declared_agent: str
+    refused_type: str
+
+
+class RegisterKeyCommand(_Envelope):
+    """An admin registers an Ed25519 public key for agents matching ``key_agent``."""
+
+    type: NotRequired[Literal["register_key"]]
+    key_id: str
+    key_agent: str
+    public_key: bytes
+
+
+class RevokeKeyCommand(_Envelope):
+    """An admin revokes a signing key."""
+
+    type: NotRequired[Literal["revoke_key"]]
+    key_id: str
+
+
+class SignedCommand(TypedDict):
+    """A command (its own encoding in ``body``) with an Ed25519 signature over it."""
+
+    type: NotRequired[Literal["signed"]]
+    key_id: str
+    signature: bytes
+    body: bytes
+
+
 Command = (
     ClaimCommand
     | RetractCommand
@@ -295,7 +349,12 @@ Command = (
     | ReadBlockedCommand
     | EscalateCommand
     | InvalidInputCommand
+    | RefusedCommand
+    | RegisterKeyCommand
+    | RevokeKeyCommand
 )
+# A ``signed`` record (SignedCommand) decodes through the same path but wraps a Command; only
+# claimgraph.admission opens it, so it is not part of the union the handlers see.
 
 
 class ClaimRecord(TypedDict):
@@ -336,6 +395,14 @@ class GrantRecord(TypedDict):
     grantee_task: str
     edge_type: str
     expires_at: int | None
+
+
+class KeyRecord(TypedDict):
+    """A registered signing key."""
+
+    key_id: str
+    key_agent: str
+    public_key: bytes
 
 
 class Contribution(TypedDict):
@@ -413,3 +480,5 @@ class Decision(TypedDict):
     exits: list[Exit]
     count: int
     run_id: str | None
+    key: KeyRecord | None
+    signed_by: str | None

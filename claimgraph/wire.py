@@ -34,8 +34,10 @@ __all__ = [
     "command_type_of",
     "decode_command",
     "decode_decision",
+    "decode_run_event",
     "encode_command",
     "encode_decision",
+    "encode_run_event",
     "fingerprints",
     "schema_dir",
 ]
@@ -43,6 +45,7 @@ __all__ = [
 MARKER = b"\xc3\x01"
 _HEADER = 10
 _COMMAND_SCHEMAS = COMMAND_TYPES
+_NOT_COMMANDS = ("decision", "run_event")
 
 
 def schema_dir() -> Path:
@@ -82,7 +85,7 @@ class _Codec:
 @cache
 def _codecs() -> dict[str, _Codec]:
     out: dict[str, _Codec] = {}
-    for name in (*_COMMAND_SCHEMAS, "decision"):
+    for name in (*_COMMAND_SCHEMAS, "decision", "run_event"):
         raw = json.loads((schema_dir() / f"{name}.avsc").read_text(encoding="utf-8"))
         out[name] = _Codec(name, raw)
     return out
@@ -90,7 +93,7 @@ def _codecs() -> dict[str, _Codec]:
 
 @cache
 def _by_header() -> dict[bytes, _Codec]:
-    return {c.header: c for n, c in _codecs().items() if n != "decision"}
+    return {c.header: c for n, c in _codecs().items() if n not in _NOT_COMMANDS}
 
 
 def fingerprints() -> dict[str, str]:
@@ -102,7 +105,7 @@ def encode_command(command: Command) -> bytes:
     """Encode a command; its ``type`` key (default ``claim``) picks the schema."""
     kind: str = command.get("type", "claim")
     codec = _codecs().get(kind)
-    if codec is None or kind == "decision":
+    if codec is None or kind in _NOT_COMMANDS:
         raise ValueError(f"unknown command type {kind!r}")
     return codec.encode(command)
 
@@ -154,3 +157,22 @@ def decode_decision(data: bytes) -> Decision:
     except AvroDecodeError as exc:
         raise _malformed(codec, exc) from None
     return decision
+
+
+def encode_run_event(event: dict[str, Any]) -> bytes:
+    """Encode one run-trace event (the runs log's record)."""
+    return _codecs()["run_event"].encode(event)
+
+
+def decode_run_event(data: bytes) -> dict[str, Any]:
+    """Decode one run-trace event (raise :class:`DecodeError` if it is not one)."""
+    if type(data) is not bytes:
+        data = bytes(data)
+    codec = _codecs()["run_event"]
+    if not data.startswith(codec.header):
+        raise DecodeError("unknown_fingerprint", "not a run event record")
+    try:
+        event: dict[str, Any] = codec.decode(data, _HEADER)
+    except AvroDecodeError as exc:
+        raise _malformed(codec, exc) from None
+    return event

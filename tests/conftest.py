@@ -12,7 +12,8 @@ from claimgraph.graph import Graph
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytest_plugins = ["tests.kafka_fixtures"]  # a real Kafka broker (KRaft) for the Kafka suite
+# a real Kafka broker (KRaft) for the Kafka suite; the HTTP app and the SDK's two transports
+pytest_plugins = ["tests.kafka_fixtures", "tests.http_fixtures"]
 
 SCHEMA = """
 principals:

@@ -111,6 +111,54 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "raw": b"not json\xff",
         "error": "line 1: not JSON",
     },
+    "refused": {
+        "type": "refused",
+        "command_id": "cmd-10",
+        "graph": "platform",
+        "agent": "intern",
+        "task": "",
+        "reason": "agent_mismatch",
+        "detail": "the token is intern's",
+        "declared_agent": "release-agent",
+        "refused_type": "claim",
+    },
+    "register_key": {
+        "type": "register_key",
+        "command_id": "cmd-11",
+        "graph": "platform",
+        "agent": "admin",
+        "task": "",
+        "key_id": "k1",
+        "key_agent": "release-*",
+        "public_key": bytes(range(32)),
+    },
+    "revoke_key": {
+        "type": "revoke_key",
+        "command_id": "cmd-12",
+        "graph": "platform",
+        "agent": "admin",
+        "task": "",
+        "key_id": "k1",
+    },
+    "signed": {
+        "type": "signed",
+        "key_id": "k1",
+        "signature": bytes(64),
+        "body": b"\xc3\x01body",
+    },
+}
+
+RUN_EVENT: dict[str, Any] = {
+    "run_id": "run-7",
+    "seq": 2,
+    "kind": "read",
+    "graph": "platform",
+    "agent": "release-agent",
+    "task": "promote-release",
+    "pinned_version": 41,
+    "snapshot_id": "snap-1",
+    "time": 1795950000123,
+    "payload": '{"digest":"ab","query":{"op":"edge"}}',
 }
 
 DECISION: dict[str, Any] = {
@@ -162,4 +210,6 @@ DECISION: dict[str, Any] = {
     ],
     "count": 0,
     "run_id": None,
+    "key": None,
+    "signed_by": "k1",
 }

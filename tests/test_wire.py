@@ -26,11 +26,13 @@ from claimgraph.streams.governor import decide
 from claimgraph.wire import (
     decode_command,
     decode_decision,
+    decode_run_event,
     encode_command,
     encode_decision,
+    encode_run_event,
     schema_dir,
 )
-from tests.golden_records import COMMANDS, DECISION
+from tests.golden_records import COMMANDS, DECISION, RUN_EVENT
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "wire.json").read_text())
 
@@ -74,6 +76,13 @@ def test_decision_golden_bytes() -> None:
     data = encode_decision(DECISION)  # type: ignore[arg-type]
     assert data.hex() == GOLDEN["decision"]
     assert decode_decision(data) == DECISION
+
+
+def test_run_event_golden_bytes() -> None:
+    """A fixed run-trace event encodes to the pinned bytes and decodes back."""
+    data = encode_run_event(RUN_EVENT)
+    assert data.hex() == GOLDEN["run_event"]
+    assert decode_run_event(data) == RUN_EVENT
 
 
 def test_truncated_records_never_decode() -> None:
@@ -226,6 +235,12 @@ def test_compiled_codec_matches_fastavro(name: str, data: st.DataObject) -> None
         on_wire = encode_decision(record)  # type: ignore[arg-type]
         assert on_wire == HEADERS[name] + expected
         assert _same(decode_decision(on_wire), decoded)
+    elif name == "run_event":
+        on_wire = encode_run_event(record)
+        assert on_wire == HEADERS[name] + expected
+        assert _same(decode_run_event(on_wire), decoded)
+        with pytest.raises(DecodeError):
+            decode_command(on_wire)  # a trace event is never taken for a command
     else:
         on_wire = encode_command({**record, "type": name})  # type: ignore[typeddict-item]
         assert on_wire == HEADERS[name] + expected
@@ -392,8 +407,10 @@ def test_hostile_commands_are_malformed(case: str) -> None:
 def test_hostile_decisions_are_malformed() -> None:
     """A decision whose boolean is 2, or whose nested union index is bad, does not decode."""
     plain = {**DECISION, "stale": True, "merge": None, "signals": [], "exits": []}
+    plain["signed_by"] = None
     body = _avro_write(PARSED["decision"], plain)
-    tail = b"\x01" + b"\x00" * 7  # stale, schema, grant, merge, signals, exits, count, run_id
+    # stale, schema, grant, merge, signals, exits, count, run_id, key, signed_by
+    tail = b"\x01" + b"\x00" * 9
     assert body.endswith(tail)
     head = body[: -len(tail)]
     for bad in (

@@ -121,9 +121,9 @@ class ProjectionReader:
     def __init__(self, db: Rdict) -> None:
         self.db = db
         self._schemas: dict[int, GraphSchema] = {}
-        self._schema_versions: list[int] = []  # versions of schema rows, ascending
-        self._schema_list: list[GraphSchema] = []
-        self._schema_known = -1  # schema rows are known up to this version
+        # (versions of schema rows ascending, their schemas, known up to this version): one
+        # tuple, replaced whole, so that threads serving reads never see half an update
+        self._schema_cache: tuple[list[int], list[GraphSchema], int] = ([], [], -1)
 
     # -- primitives ---------------------------------------------------------------------------
 
@@ -167,12 +167,14 @@ class ProjectionReader:
 
     def schema(self, at: int) -> GraphSchema | None:
         """The schema in force at ``at`` (cached: reads must not re-parse it every time)."""
-        if at > self._schema_known:
-            self._load_schemas(at)
-        i = bisect_right(self._schema_versions, at) - 1
-        return self._schema_list[i] if i >= 0 else None
+        cache = self._schema_cache
+        if at > cache[2]:
+            cache = self._load_schemas(at)
+        versions, schemas, _ = cache
+        i = bisect_right(versions, at) - 1
+        return schemas[i] if i >= 0 else None
 
-    def _load_schemas(self, at: int) -> None:
+    def _load_schemas(self, at: int) -> tuple[list[int], list[GraphSchema], int]:
         prefix = SCHEMA + b"\x00"
         it = self.db.iter()
         it.seek(prefix)
@@ -191,9 +193,8 @@ class ProjectionReader:
                 found.append((v, parsed))
             it.next()
         found.sort(key=lambda x: x[0])
-        self._schema_versions = [v for v, _ in found]
-        self._schema_list = [p for _, p in found]
-        self._schema_known = at
+        self._schema_cache = ([v for v, _ in found], [p for _, p in found], at)
+        return self._schema_cache
 
     def schema_row(self, at: int) -> dict[str, Any] | None:
         raw = self._at(SCHEMA, "", at)
@@ -345,6 +346,18 @@ class ProjectionReader:
             row = loads(raw)
             if row["open"] or include_closed:
                 out.append(row)
+        return out
+
+    def edges(self, at: int, *, limit: int = 1000, include_absent: bool = False) -> list[EdgeView]:
+        """Edges as of ``at`` in key order, at most ``limit`` (present and unknown by default)."""
+        out: list[EdgeView] = []
+        for ent, _ in self._scan_at(EDGE, "", at):
+            et, st, si, ot, oi = ent.split(SEP)
+            view = self.edge(et, (st, si), (ot, oi), at, halt=False)
+            if view.state != "absent" or include_absent:
+                out.append(view)
+                if len(out) >= limit:
+                    break
         return out
 
     def calibration(self, edge_type: str, at: int) -> dict[str, tuple[int, int]]:

@@ -34,6 +34,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from ..admission import HANDLERS as _ADMISSION
+from ..admission import Refusal as _Reject
+from ..admission import admit as _admit
 from ..errors import DecodeError, SchemaError
 from ..fold import LOST, SEP, SUPERSEDED, VISIBLE, WITHHELD, GraphState, edge_key, edge_parts
 from ..governance import Vote, label, merge, outcome_by, signals
@@ -65,12 +68,6 @@ __all__ = ["conflict_id_for", "decide", "decide_command"]
 def conflict_id_for(command_id: str) -> str:
     """The id of the conflict a command opens (command ids are unique, so these are too)."""
     return f"cf:{command_id}"
-
-
-class _Reject(Exception):
-    def __init__(self, reason: Reason, detail: str) -> None:
-        self.reason = reason
-        self.detail = detail
 
 
 def _base(
@@ -105,6 +102,8 @@ def _base(
         "exits": [],
         "count": 0,
         "run_id": None,
+        "key": None,
+        "signed_by": None,
     }
 
 
@@ -117,6 +116,9 @@ def decide(state: GraphState, data: bytes, input_offset: int, log_time: int) -> 
         d["reason"] = exc.reason
         d["detail"] = exc.detail[: LIMITS["detail"]]
         return d
+    # signed commands, and every command of a graph that requires signatures: admission.py
+    if state.keys_active or cast(dict[str, Any], cmd).get("type") == "signed":
+        return _admit(state, cmd, input_offset, log_time, decide_command, _base)
     return decide_command(state, cmd, input_offset, log_time)
 
 
@@ -138,6 +140,7 @@ def decide_command(state: GraphState, cmd: Command, input_offset: int, log_time:
         d["claim"] = None
         d["schema"] = None
         d["grant"] = None
+        d["key"] = None
         d["conflict_id"] = None
         d["target"] = None
         d["stale"] = False
@@ -1035,6 +1038,7 @@ _HANDLERS: dict[str, Callable[[GraphState, Command, Decision], None]] = {
     "read_blocked": _read_blocked,
     "escalate": _escalate,
     "invalid_input": _invalid,
+    **_ADMISSION,  # register_key, revoke_key, refused
 }
 
 assert SEP  # edge keys are built with fold.SEP; ids are checked printable so it cannot clash

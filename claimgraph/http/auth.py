@@ -1,0 +1,138 @@
+"""Bearer tokens → principals, read from a token file (identity is never self-declared).
+
+A token file is YAML (or JSON) and should be readable only by its owner::
+
+    tokens:
+      - agent: inventory           # the principal: every command it sends is this agent's
+        tasks: ["reconcile-*"]     # the tasks it may claim to act in (patterns; default "*")
+        roles: []                  # admin and/or resolver: may publish, grant, resolve
+        token: "s3cr3t..."         # the bearer token itself, or
+        sha256: "9f86d0..."        # its SHA-256 hex digest (then the file holds no secret)
+
+Tokens are compared by their SHA-256 digests; neither tokens nor digests are ever logged, and
+a principal's ``repr`` does not show them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import ConfigError
+from ..policy import Pattern
+
+__all__ = ["ROLES", "Principal", "TokenFile", "generate_token_file", "token_digest"]
+
+ROLES = ("admin", "resolver")
+
+
+def token_digest(token: str) -> str:
+    """The SHA-256 hex digest a token is looked up by."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a token speaks for: an agent, the tasks it may act in, and its roles."""
+
+    agent: str
+    tasks: tuple[str, ...] = ("*",)
+    roles: frozenset[str] = frozenset()
+
+    def may_act_in(self, task: str) -> bool:
+        return any(Pattern.of(t).matches(task) for t in self.tasks)
+
+    @property
+    def admin(self) -> bool:
+        return "admin" in self.roles
+
+    @property
+    def resolver(self) -> bool:
+        return "resolver" in self.roles or self.admin
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent, "tasks": list(self.tasks), "roles": sorted(self.roles)}
+
+
+class TokenFile:
+    """The principals of a token file, looked up by token digest."""
+
+    def __init__(self, principals: dict[str, Principal], source: str = "<tokens>") -> None:
+        self._by_digest = principals
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"TokenFile({self.source!r}, {len(self._by_digest)} principals)"
+
+    @classmethod
+    def load(cls, path: str | Path) -> TokenFile:
+        p = Path(path)
+        try:
+            raw = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read token file {p}: {exc.strerror}") from None
+        return cls.parse(raw, str(p))
+
+    @classmethod
+    def parse(cls, text: str, source: str = "<tokens>") -> TokenFile:
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{source}: not YAML: {exc}") from None
+        entries = doc.get("tokens") if isinstance(doc, dict) else None
+        if not isinstance(entries, list):
+            raise ConfigError(f"{source}: expected a mapping with a 'tokens' list")
+        out: dict[str, Principal] = {}
+        for i, e in enumerate(entries):
+            where = f"{source}: tokens[{i}]"
+            if not isinstance(e, dict) or not isinstance(e.get("agent"), str) or not e["agent"]:
+                raise ConfigError(f"{where}: needs an 'agent' name")
+            if ("token" in e) == ("sha256" in e):
+                raise ConfigError(f"{where}: give exactly one of 'token' or 'sha256'")
+            dg = token_digest(str(e["token"])) if "token" in e else str(e["sha256"]).lower()
+            if len(dg) != 64 or any(c not in "0123456789abcdef" for c in dg):
+                raise ConfigError(f"{where}: sha256 must be 64 hex digits")
+            tasks = e.get("tasks", ["*"])
+            roles = e.get("roles", [])
+            if not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks):
+                raise ConfigError(f"{where}: tasks must be a list of patterns")
+            if not isinstance(roles, list) or not set(roles) <= set(ROLES):
+                raise ConfigError(f"{where}: roles must be a list of {', '.join(ROLES)}")
+            if dg in out:
+                raise ConfigError(f"{where}: the same token appears twice")
+            out[dg] = Principal(e["agent"], tuple(tasks), frozenset(roles))
+        return cls(out, source)
+
+    def principal(self, token: str | None) -> Principal | None:
+        """The principal of a bearer token, or None (constant-time digest comparison)."""
+        if not token:
+            return None
+        want = token_digest(token)
+        found = None
+        for dg, p in self._by_digest.items():
+            if hmac.compare_digest(dg, want):
+                found = p
+        return found
+
+    def principals(self) -> list[Principal]:
+        return list(self._by_digest.values())
+
+
+def generate_token_file(path: Path, principals: list[dict[str, Any]]) -> dict[str, str]:
+    """Write a token file (mode 600) with a fresh random token per principal; agent → token."""
+    tokens = {p["agent"]: secrets.token_urlsafe(32) for p in principals}
+    doc = {"tokens": [{**p, "token": tokens[p["agent"]]} for p in principals]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("# claimgraph bearer tokens: keep this file private.\n")
+        f.write(json.dumps(doc, indent=2) + "\n")
+    return tokens

@@ -1,0 +1,162 @@
+"""Request bodies and limits of the HTTP API (pydantic models: the edge's validation)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..model import LIMITS
+from .problems import PROBLEM
+
+__all__ = [
+    "ADMIN_TYPES",
+    "I64",
+    "PROBLEM_RESPONSES",
+    "AtQuery",
+    "ClaimIn",
+    "EscalateIn",
+    "GrantIn",
+    "Id",
+    "In",
+    "ReadBlockedIn",
+    "RegisterKeyIn",
+    "ResolveIn",
+    "RetractIn",
+    "RevokeIn",
+    "RevokeKeyIn",
+    "RunEventIn",
+    "RunEventsIn",
+    "SchemaIn",
+    "TickIn",
+    "TimeoutQuery",
+    "Version",
+]
+
+I64 = 2**63 - 1
+Version = Annotated[int, Field(ge=-1, le=I64)]
+AtQuery = Annotated[
+    int | None, Query(ge=-1, le=I64, description="Read at this version (default: head).")
+]
+TimeoutQuery = Annotated[
+    float, Query(ge=0, le=30, description="Seconds to wait for `at` to be applied.")
+]
+Id = Annotated[str, Field(min_length=1, max_length=LIMITS["id"])]
+Text = Annotated[str, Field(max_length=LIMITS["reasoning"])]
+ADMIN_TYPES = ("publish_schema", "grant", "revoke", "register_key", "revoke_key")
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"description": desc, "content": {PROBLEM: {}}}
+    for code, desc in (
+        (401, "No or unknown bearer token (recorded for writes)"),
+        (403, "Refused: spoofed agent, task or role not allowed, or rejected by policy"),
+        (404, "No such claim, conflict, run or grant"),
+        (409, "Rejected: duplicate, closed, stale, or a version not yet available"),
+        (422, "Invalid input (rejected by the governor, or malformed request)"),
+    )
+}
+
+
+# -- request bodies -------------------------------------------------------------------------
+
+
+class In(BaseModel):
+    """Fields every command body may carry."""
+
+    model_config = ConfigDict(extra="forbid")
+    agent: str | None = Field(
+        None, description="Declared agent: must be the token's principal (or omitted)."
+    )
+    task: str = Field("", max_length=LIMITS["id"])
+    command_id: Id | None = None
+
+
+class ClaimIn(In):
+    edge_type: Id
+    subject: Id = Field(description="'type:id'")
+    object: Id = Field(description="'type:id'")
+    polarity: Literal["assert", "deny"] = "assert"
+    confidence: float = Field(1.0, ge=0.0, le=1.0)
+    evidence: list[Annotated[str, Field(max_length=LIMITS["evidence_item"])]] = Field(
+        default_factory=list, max_length=LIMITS["evidence_items"]
+    )
+    reasoning: Text = ""
+    asserted_at: int | None = Field(None, ge=0, le=I64)
+    based_on_version: Version | None = None
+    properties: dict[str, Annotated[str, Field(max_length=LIMITS["property_value"])]] = Field(
+        default_factory=dict, max_length=LIMITS["properties"]
+    )
+    run_id: Id | None = None
+
+
+class RetractIn(In):
+    claim_id: Id
+    reason: Text = ""
+
+
+class ResolveIn(In):
+    conflict_id: Id
+    winner: Id | None = Field(None, description="The winning claim id; null rejects every claim.")
+    resolver: Id = "human"
+    rationale: Text = ""
+    inputs: Text = Field("", description="JSON: what the resolver saw and decided on.")
+
+
+class EscalateIn(In):
+    conflict_id: Id
+    reason: str = Field("", max_length=LIMITS["id"])
+    resolver: Id = "human"
+
+
+class ReadBlockedIn(In):
+    conflict_id: Id
+    count: int = Field(1, ge=1, le=1_000_000)
+    run_id: Id | None = None
+
+
+class SchemaIn(In):
+    document: str = Field(max_length=LIMITS["document"])
+    source: str = Field("<http>", max_length=LIMITS["id"])
+
+
+class GrantIn(In):
+    grantee_agent: Id
+    edge_type: Id
+    grantee_task: Id = "*"
+    expires_at: int | None = Field(None, ge=0, le=I64)
+
+
+class RevokeIn(In):
+    grant_id: Id
+
+
+class RegisterKeyIn(In):
+    key_id: Id
+    key_agent: Id
+    public_key: str = Field(pattern="^[0-9a-fA-F]{64}$", description="Raw Ed25519 key, hex.")
+
+
+class RevokeKeyIn(In):
+    key_id: Id
+
+
+class TickIn(In):
+    pass
+
+
+class RunEventIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    run_id: Id
+    seq: int = Field(ge=0, le=I64)
+    kind: Literal["start", "read", "write", "tool", "end"]
+    agent: str | None = None
+    task: str = Field("", max_length=LIMITS["id"])
+    pinned_version: Version
+    snapshot_id: Id | None = None
+    time: int = Field(ge=0, le=I64)
+    payload: str = Field(max_length=1024 * 1024)
+
+
+class RunEventsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    events: list[RunEventIn] = Field(max_length=10_000)

@@ -1,0 +1,156 @@
+"""The review page end to end in a real headless Chromium (Debian's), over real HTTP.
+
+uvicorn serves the real app on a loopback port; Playwright drives the system browser. A person
+with a resolver token loads the page, sees the quarantined claims side by side with owners,
+confidence and the versions each writer read, picks a winner, and sees the slot become known
+at the next version (and still unknown at the one before, with the slider). Screenshots go to
+``test-artifacts/``. Under CI=true a missing browser fails the test instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import claimgraph
+from claimgraph.graph import Graph
+from claimgraph.http.app import create_app
+from tests.conftest import ROOT, SCHEMA
+from tests.http_fixtures import TOKENS, token_file
+
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+]
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    msg = "no chromium on PATH (apt-get install chromium)"
+    if os.environ.get("CI"):
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Graph]]:
+    """A graph with one quarantined slot, served by uvicorn on a loopback port."""
+    import uvicorn
+
+    g = claimgraph.open(tmp_path / "g", create=True, graph="review")
+    g.publish_schema(SCHEMA, agent="admin")
+    g.assert_(
+        "owns", "service:checkout", "database:orders", agent="inventory", task="reconcile",
+        confidence=0.9, evidence=["cmdb#12"], reasoning="CMDB says so", based_on_version=0,
+    )  # fmt: skip
+    r = g.assert_(
+        "owns", "service:billing", "database:orders", agent="dba", task="audit-q3",
+        confidence=0.6, evidence=["pg_stat#7"], reasoning="connections from billing",
+    )  # fmt: skip
+    assert r.kind == "quarantined"
+    esc = g.escalate(r.decision["conflict_id"], agent="reviewer", reason="writers disagree")
+    assert esc.reason == "escalated"
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(g, token_file()), host="127.0.0.1", port=port, log_level="warning"
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}", g
+    server.should_exit = True
+    thread.join(timeout=10)
+    g.close()
+
+
+def test_resolve_a_conflict_in_the_review_page(served: tuple[str, Graph]) -> None:
+    """Load, see both claims with their evidence, pick a winner, see the slot known at v+1."""
+    from playwright.sync_api import expect, sync_playwright
+
+    url, g = served
+    ARTIFACTS.mkdir(exist_ok=True)
+    (conflict,) = g.quarantine()
+    cid = conflict["conflict_id"]
+    by_agent = {g.claim_info(c)["agent"]: c for c in conflict["claims"]}  # type: ignore[index]
+    winner, loser = by_agent["inventory"], by_agent["dba"]
+    before = g.head()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=_chromium(), args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            errors: list[Any] = []
+            page.on("pageerror", lambda e: errors.append(e))
+            page.goto(f"{url}/review/review/conflicts/{cid}")  # where escalations link
+            expect(page.get_by_test_id("message")).to_contain_text("bearer token")
+            page.fill("#token", TOKENS["reviewer"])
+            page.click("#login button")
+            expect(page.get_by_test_id("whoami")).to_have_text("reviewer (resolver)")
+            card = page.get_by_test_id(f"conflict-{cid}")
+            expect(card).to_be_visible()
+            expect(card).to_contain_text("ESCALATED")
+            expect(card).to_have_class("conflict focus")
+            escalation = page.get_by_test_id(f"escalation-{cid}")
+            expect(escalation).to_contain_text("writers disagree")
+            expect(escalation).to_contain_text("recommended: adopt")
+            expect(escalation).to_contain_text("versions read: ")
+            w, lo = page.get_by_test_id(f"claim-{winner}"), page.get_by_test_id(f"claim-{loser}")
+            expect(w).to_contain_text("inventory / reconcile")
+            expect(w).to_contain_text("0.9")
+            expect(w).to_contain_text("cmdb#12")
+            expect(w).to_contain_text("v0")  # the version the writer read
+            expect(lo).to_contain_text("dba / audit-q3")
+            expect(lo).to_contain_text("pg_stat#7")
+            state = page.get_by_test_id("edge-owns-checkout-orders").get_by_test_id("state")
+            expect(state).to_contain_text("unknown")
+            page.screenshot(path=str(ARTIFACTS / "review-1-quarantined.png"), full_page=True)
+
+            page.once("dialog", lambda d: d.accept("CMDB is the source of truth"))
+            page.get_by_test_id(f"pick-{winner}").click()
+            expect(page.get_by_test_id("message")).to_contain_text(f"at v{before + 1}")
+            expect(page.get_by_test_id("queue-empty")).to_be_visible()
+            expect(page.get_by_test_id("escalations")).to_have_text("No escalations.")
+            expect(page.get_by_test_id("at-label")).to_have_text(f"v{before + 1} (head)")
+            expect(state).to_have_text("present")
+            expect(page.get_by_test_id("edge-owns-billing-orders")).to_have_count(0)
+            page.screenshot(path=str(ARTIFACTS / "review-2-resolved.png"), full_page=True)
+
+            slider = page.get_by_test_id("version")
+            slider.fill(str(before))  # one version back: still quarantined
+            expect(page.get_by_test_id("at-label")).to_have_text(f"v{before}")
+            expect(state).to_contain_text("unknown")
+            page.get_by_test_id("edge-owns-checkout-orders").click()
+            expect(page.get_by_test_id("history")).to_contain_text("quarantined")
+            page.screenshot(path=str(ARTIFACTS / "review-3-history.png"), full_page=True)
+            assert not errors, errors
+        finally:
+            browser.close()
+    d = g.decisions(before + 1, 1)[0][1]
+    assert (d["command_type"], d["kind"], d["agent"]) == ("resolve", "resolved", "reviewer")
+    assert "CMDB is the source of truth" in d["detail"]
+    assert g.edge("owns", "service:checkout", "database:orders").state == "present"
