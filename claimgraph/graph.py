@@ -10,6 +10,8 @@ A data directory holds one graph::
     DIR/graph.json     the graph's name and the layout version
     DIR/log/           commands, decisions and runs logs (RocksDB)
     DIR/projection/    the versioned projection (RocksDB), rebuildable from DIR/log
+    DIR/checkpoints/   checkpoints of the projection and folded state (claimgraph.checkpoints)
+    DIR/pins.json      pins of live runs and the agreed retention horizon (claimgraph.retention)
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from .logs.embedded import EmbeddedLogStore
 from .model import Command, Decision
 from .projections.projector import ProjectionStore
 from .projections.reader import ProjectionReader
+from .retention import PinRegistry, horizon_of
 from .streams.embedded import GOVERNOR_POSITION, EmbeddedRuntime
 from .wire import decode_decision, encode_command
 
@@ -114,10 +117,23 @@ class Graph(GraphWrites, GraphReads):
         with self._lock:
             if self._runtime is None:
                 self._runtime = EmbeddedRuntime(
-                    self.logs, self.projection, self.name, progress=self._progress
+                    self.logs,
+                    self.projection,
+                    self.name,
+                    progress=self._progress,
+                    checkpoints=self.path / "checkpoints",
                 )
                 self._runtime.projector.set_graph(self.name)
             return self._runtime
+
+    @property
+    def pins(self) -> PinRegistry:
+        """Pins of live runs: GC never moves the horizon past one (:mod:`claimgraph.retention`)."""
+        return PinRegistry(self.path)
+
+    def horizon(self) -> int:
+        """The oldest readable version (reads below it raise VersionPruned)."""
+        return horizon_of(self.projection.db)
 
     def pending(self) -> int:
         """Commands appended but not decided yet."""

@@ -1,0 +1,270 @@
+"""Checkpoints: a RocksDB checkpoint of a projection plus the folded state at the same version.
+
+A checkpoint lives in ``DIR/checkpoints/v<version>/``::
+
+    projection/        a RocksDB checkpoint of the projection (hard links where possible)
+    state.pickle       the folded GraphState at ``version`` (what governor and projector hold)
+    checkpoint.json    version, graph, runtime, horizon, sizes, and the SHA-256 of the
+                       decision record at ``version`` (ties the checkpoint to its log)
+
+Restart: a projector (and the embedded governor, which shares its state) loads the newest
+checkpoint whose version is at or below the projection's applied offset and whose decision
+digest matches the log, then folds only the log's tail after it; without one it replays the
+whole decisions log. ``restore`` replaces a lost or damaged projection with a checkpoint's
+copy; the tail is then re-projected on the next start. A checkpoint is written to a temporary
+directory and renamed into place, so a crash leaves no half checkpoint.
+
+``state.pickle`` is trusted local data, like the RocksDB files beside it: never load a
+checkpoint directory from an untrusted source.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rocksdict import Checkpoint
+
+from .errors import ConfigError, StorageError
+from .fold import GraphState
+from .projections.projector import ProjectionStore
+from .retention import horizon_of
+
+__all__ = [
+    "CheckpointInfo",
+    "checkpoint_graph",
+    "create_checkpoint",
+    "list_checkpoints",
+    "load_state",
+    "pick",
+    "restore_checkpoint",
+    "restore_graph",
+    "resume",
+]
+
+FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    """What ``checkpoint.json`` says about one checkpoint."""
+
+    name: str
+    path: Path
+    version: int
+    graph: str
+    runtime: str
+    created_at: int
+    horizon: int
+    decisions: int
+    record_sha256: str
+    bytes: int
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["path"] = str(self.path)
+        return d
+
+
+def _du(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _sha(record: bytes | None) -> str:
+    return hashlib.sha256(record).hexdigest() if record is not None else ""
+
+
+def create_checkpoint(
+    store: ProjectionStore,
+    state: GraphState,
+    root: Path,
+    *,
+    runtime: str,
+    record: bytes | None,
+) -> CheckpointInfo:
+    """Checkpoint ``store`` and ``state`` (both at the store's applied version) under ``root``.
+
+    ``record`` is the decision record at that version (its digest is checked on resume).
+    Idempotent: a checkpoint of the same version is returned as it is.
+    """
+    version = store.applied()
+    if version < 0:
+        raise ConfigError("nothing to checkpoint: the projection is empty")
+    if state.head != version:
+        raise StorageError(
+            f"cannot checkpoint: the folded state is at v{state.head} "
+            f"but the projection at v{version} (let the projector catch up first)"
+        )
+    name = f"v{version:020d}"
+    final = root / name
+    if (final / "checkpoint.json").exists():
+        return _read(final)
+    tmp = root / f".{name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        store.db.flush()
+        Checkpoint(store.db).create_checkpoint(str(tmp / "projection"))
+        with open(tmp / "state.pickle", "wb") as f:
+            pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+        meta = {
+            "format": FORMAT,
+            "version": version,
+            "graph": state.graph,
+            "runtime": runtime,
+            "created_at": time.time_ns() // 1_000_000,
+            "horizon": horizon_of(store.db),
+            "decisions": state.decisions,
+            "record_sha256": _sha(record),
+        }
+        meta["bytes"] = _du(tmp)
+        (tmp / "checkpoint.json").write_text(json.dumps(meta, indent=1) + "\n", "utf-8")
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return _read(final)
+
+
+def _read(path: Path) -> CheckpointInfo:
+    try:
+        m = json.loads((path / "checkpoint.json").read_text("utf-8"))
+        return CheckpointInfo(
+            name=path.name,
+            path=path,
+            version=int(m["version"]),
+            graph=str(m["graph"]),
+            runtime=str(m["runtime"]),
+            created_at=int(m["created_at"]),
+            horizon=int(m["horizon"]),
+            decisions=int(m["decisions"]),
+            record_sha256=str(m["record_sha256"]),
+            bytes=int(m["bytes"]),
+        )
+    except (OSError, ValueError, KeyError) as exc:
+        raise StorageError(f"checkpoint {path} is unreadable: {exc}") from None
+
+
+def list_checkpoints(root: Path) -> list[CheckpointInfo]:
+    """Complete checkpoints under ``root``, oldest first."""
+    if not root.is_dir():
+        return []
+    out = [_read(p) for p in sorted(root.iterdir()) if (p / "checkpoint.json").is_file()]
+    return sorted(out, key=lambda c: c.version)
+
+
+def load_state(info: CheckpointInfo) -> GraphState:
+    """The folded state saved with a checkpoint."""
+    enabled = gc.isenabled()
+    gc.disable()  # millions of small objects: the cyclic GC would rescan them over and over
+    try:
+        with open(info.path / "state.pickle", "rb") as f:
+            state = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError) as exc:
+        raise StorageError(f"checkpoint {info.path} has no usable state: {exc}") from None
+    finally:
+        if enabled:
+            gc.enable()
+    gc.freeze()
+    if not isinstance(state, GraphState) or state.head != info.version:
+        raise StorageError(f"checkpoint {info.path} holds a state for another version")
+    return state
+
+
+def resume(
+    root: Path,
+    graph: str,
+    applied: int,
+    record_at: Callable[[int], bytes | None] | None,
+) -> tuple[CheckpointInfo, GraphState] | None:
+    """The newest usable checkpoint at or below ``applied`` and its state (None: replay all).
+
+    Usable means: same graph, and the decision record at its version (``record_at``) has the
+    digest the checkpoint recorded. A checkpoint that does not fit is skipped, not trusted.
+    """
+    for info in reversed(list_checkpoints(root)):
+        if info.version > applied or info.graph != graph:
+            continue
+        if record_at is not None and _sha(record_at(info.version)) != info.record_sha256:
+            continue
+        return info, load_state(info)
+    return None
+
+
+def pick(root: Path, name: str | None = None) -> CheckpointInfo:
+    """Checkpoint ``name`` (``v<version>`` or the version) under ``root``, default the newest."""
+    found = list_checkpoints(root)
+    if not found:
+        raise ConfigError(f"no checkpoints in {root} (create one: claimgraph checkpoint create)")
+    if name is None:
+        return found[-1]
+    match = [c for c in found if c.name == name or str(c.version) == name.lstrip("v")]
+    if not match:
+        names = ", ".join(c.name for c in found)
+        raise ConfigError(f"no checkpoint {name!r} in {root} (have: {names})")
+    return match[0]
+
+
+def restore_checkpoint(info: CheckpointInfo, projection: Path) -> None:
+    """Replace the projection directory with a copy of the checkpoint's projection.
+
+    The caller must hold the graph closed (no process may have ``projection`` open).
+    """
+    staged = projection.with_name(projection.name + ".restoring")
+    old = projection.with_name(projection.name + ".replaced")
+    shutil.rmtree(staged, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.copytree(info.path / "projection", staged)  # a copy: the checkpoint stays intact
+    if projection.exists():
+        os.replace(projection, old)
+    os.replace(staged, projection)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def checkpoint_graph(graph: Any) -> CheckpointInfo:
+    """Checkpoint an embedded :class:`~claimgraph.graph.Graph` at its head."""
+    with graph._lock:
+        graph.process()
+        state = graph.runtime.state
+        rec = graph.logs.decisions.get(state.head)
+        return create_checkpoint(
+            graph.projection,
+            state,
+            graph.path / "checkpoints",
+            runtime="embedded",
+            record=rec.value if rec is not None else None,
+        )
+
+
+def restore_graph(path: Path, name: str | None = None) -> CheckpointInfo:
+    """Restore an embedded graph's projection from a checkpoint (the graph must be closed).
+
+    The graph's log database stays open (locked) meanwhile, so no other process can open the
+    graph during the swap; the next open re-projects the log's tail after the checkpoint.
+    """
+    from .logs.embedded import EmbeddedLogStore
+
+    if not (path / "graph.json").exists():
+        raise ConfigError(f"{path} is not a claimgraph data directory")
+    logs = EmbeddedLogStore(path / "log")  # raises StorageError if the graph is open elsewhere
+    try:
+        info = pick(path / "checkpoints", name)
+        rec = logs.decisions.get(info.version)
+        if _sha(rec.value if rec is not None else None) != info.record_sha256:
+            raise StorageError(
+                f"checkpoint {info.name} does not match this graph's decisions log "
+                f"(the decision at v{info.version} differs)"
+            )
+        restore_checkpoint(info, path / "projection")
+        return info
+    finally:
+        logs.close()
