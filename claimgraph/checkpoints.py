@@ -45,10 +45,12 @@ __all__ = [
     "create_checkpoint",
     "list_checkpoints",
     "load_state",
+    "load_states",
     "pick",
     "restore_checkpoint",
     "restore_graph",
     "resume",
+    "save_states",
 ]
 
 FORMAT = 1
@@ -268,3 +270,47 @@ def restore_graph(path: Path, name: str | None = None) -> CheckpointInfo:
         return info
     finally:
         logs.close()
+
+
+def save_states(
+    root: Path, name: str, states: dict[str, GraphState], offset: int, record: bytes, keep: int = 2
+) -> Path:
+    """Snapshot a Kafka governor's per-graph states after the decision at ``offset``.
+
+    ``record`` is that decision's bytes (its digest ties the snapshot to the partition).
+    Written atomically; the ``keep`` newest snapshots of ``name`` are kept.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"{name}-{offset:020d}.pickle"
+    tmp = root / f".{final.name}.tmp-{os.getpid()}"
+    doc = {"format": FORMAT, "offset": offset, "record_sha256": _sha(record), "states": states}
+    with open(tmp, "wb") as f:
+        pickle.dump(doc, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, final)
+    for old in sorted(root.glob(f"{name}-*.pickle"))[:-keep]:
+        old.unlink(missing_ok=True)
+    return final
+
+
+def load_states(
+    root: Path, name: str, record_at: Callable[[int], bytes | None]
+) -> tuple[int, dict[str, GraphState]] | None:
+    """The newest snapshot of ``name`` whose decision digest matches the log: (offset, states)."""
+    for path in sorted(root.glob(f"{name}-*.pickle"), reverse=True):
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            with open(path, "rb") as f:
+                doc = pickle.load(f)
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
+            continue
+        finally:
+            if enabled:
+                gc.enable()
+        gc.freeze()
+        offset = int(doc["offset"])
+        if _sha(record_at(offset)) != doc["record_sha256"]:
+            continue
+        states: dict[str, GraphState] = doc["states"]
+        return offset, states
+    return None
