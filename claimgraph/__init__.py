@@ -41,6 +41,8 @@ from .model import (
 )
 from .policy import GraphSchema, load_schema_file, parse_schema
 from .projections.reader import EdgeView, NeighborView, SlotView
+from .projections.replica import Replica, open_replica
+from .retention import Pin, PinRegistry
 
 __version__ = "0.1.0"
 
@@ -60,9 +62,12 @@ __all__ = [
     "NeighborView",
     "OnStale",
     "OnUnknown",
+    "Pin",
+    "PinRegistry",
     "Polarity",
     "Reason",
     "Receipt",
+    "Replica",
     "SchemaError",
     "SlotView",
     "StorageError",
@@ -73,5 +78,6 @@ __all__ = [
     "__version__",
     "load_schema_file",
     "open",
+    "open_replica",
     "parse_schema",
 ]
