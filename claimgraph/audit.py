@@ -280,6 +280,8 @@ def audit(
                 fold_decisions(
                     graph.logs, state, Projector(fresh, state), upto=hi, progress=progress
                 )
+                if hi < head:  # erasures after the range reach back into it: apply them too
+                    _apply_erasures(graph.projection.db, fresh.db, hi)
                 if horizon > 0:
                     collect(fresh.db, horizon, compact=False)  # prune it the same way
                 live_reader, fresh_reader = graph.reader, ProjectionReader(fresh.db)
@@ -307,6 +309,23 @@ def audit(
                 fresh.close()
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _apply_erasures(live: Rdict, fresh: Rdict, after: int) -> None:
+    """Scrub ``fresh`` of the claims the live projection erased at versions after ``after``."""
+    from rocksdict import WriteBatch
+
+    from .erasure import ERASED, scrub_claim
+
+    wb = WriteBatch(raw_mode=True)
+    it = live.iter()
+    it.seek(ERASED)
+    while it.valid() and it.key()[:1] == ERASED:
+        v = version_of(it.key())
+        if v > after:
+            scrub_claim(fresh, wb, it.key()[1:-9].decode("utf-8"), v)
+        it.next()
+    fresh.write(wb)
 
 
 def _sample(lo: int, hi: int, samples: int) -> list[int]:

@@ -213,6 +213,12 @@ class Graph(GraphWrites, GraphReads):
 
     def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
         """Decisions from the decisions log: (version, decision)."""
+        from .erasure import erased_at, scrub_decision
+
+        def erased(claim_id: str) -> int | None:
+            return erased_at(self.projection.db, claim_id)
+
         return [
-            (r.offset, decode_decision(r.value)) for r in self.logs.decisions.read(start, limit)
+            (r.offset, scrub_decision(decode_decision(r.value), erased))
+            for r in self.logs.decisions.read(start, limit)
         ]

@@ -130,6 +130,21 @@ class KafkaGraph(GraphWrites, GraphReads):
 
     # -- versions -------------------------------------------------------------------------------
 
+    def _erasures(self, log: KafkaLog) -> dict[str, int]:
+        """Claim id → version of its erasure, from a scan of the decisions partition."""
+        out: dict[str, int] = {}
+        pos = 0
+        while True:
+            recs = log.read(pos, 10_000, timeout=2.0)
+            if not recs:
+                return out
+            for rec in recs:
+                if b"erase" in rec.value:  # cheap filter before decoding
+                    d = decode_decision(rec.value)
+                    if d["graph"] == self.name and d["reason"] == "erased" and d["target"]:
+                        out[d["target"]] = rec.offset
+            pos = recs[-1].offset + 1
+
     def _catch_up(self) -> None:
         if self._db is None:
             raise ConfigError(
@@ -160,10 +175,23 @@ class KafkaGraph(GraphWrites, GraphReads):
         }
 
     def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
+        from .erasure import erased_at, scrub_decision
+
         log = KafkaLog(self.cfg, self.cfg.decisions_topic, self.partition)
+        if self._db is not None:
+            db = self._db
+
+            def erased(claim_id: str) -> int | None:
+                return erased_at(db, claim_id)
+        else:  # no projection to ask: find the erasures in the log itself
+            found = self._erasures(log)
+
+            def erased(claim_id: str) -> int | None:
+                return found.get(claim_id)
+
         out = []
         for rec in log.read(start, limit * 4):
-            d = decode_decision(rec.value)
+            d = scrub_decision(decode_decision(rec.value), erased)
             if d["graph"] == self.name:
                 out.append((rec.offset, d))
             if len(out) >= limit:

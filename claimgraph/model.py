@@ -21,6 +21,7 @@ __all__ = [
     "ConflictPolicy",
     "Decision",
     "DecisionKind",
+    "EraseCommand",
     "GrantCommand",
     "GrantRecord",
     "InvalidInputCommand",
@@ -140,6 +141,8 @@ class Reason(StrEnum):
     RETRACTED = "retracted"
     WINNER = "winner"
     REJECT_ALL = "reject_all"
+    # privacy
+    ERASED = "erased"
 
 
 COMMAND_TYPES = (
@@ -152,6 +155,7 @@ COMMAND_TYPES = (
     "tick",
     "read_blocked",
     "invalid_input",
+    "erase",
 )
 
 # Bounds on what one command may carry; the edge (pydantic) and the governor both enforce them.
@@ -261,6 +265,14 @@ class InvalidInputCommand(_Envelope):
     error: str
 
 
+class EraseCommand(_Envelope):
+    """An admin erases one claim's payload (evidence, reasoning, properties) for privacy."""
+
+    type: NotRequired[Literal["erase"]]
+    claim_id: str
+    reason: str
+
+
 Command = (
     ClaimCommand
     | RetractCommand
@@ -271,6 +283,7 @@ Command = (
     | TickCommand
     | ReadBlockedCommand
     | InvalidInputCommand
+    | EraseCommand
 )
 
 

@@ -59,6 +59,7 @@ __all__ = [
     "check_at",
     "collect",
     "gc_graph",
+    "gc_projection",
     "horizon_of",
     "parse_age",
     "resolve_horizon",
@@ -68,7 +69,7 @@ __all__ = [
 HORIZON_KEY = META + b"horizon"
 _U64 = struct.Struct(">Q")
 _MAX = (1 << 64) - 1
-_MVCC = frozenset(b"AEKCSY")  # families keyed entity ‖ 0x00 ‖ inverted version
+_MVCC = frozenset(b"AEKCSYX")  # families keyed entity ‖ 0x00 ‖ inverted version (X: erasure)
 Progress = Callable[[int, int], None]
 
 
@@ -376,8 +377,20 @@ def gc_graph(
             version_at=lambda t: version_at_time(ts, head + 1, t),
             now_ms=now_ms,
         )
-        db = graph.projection.db
-        previous = horizon_of(db)
-        h, held = graph.pins.advance(max(target, previous))
-        scanned, deleted, kept = collect(db, h, progress=progress)
-        return GcReport(target, h, previous, held, scanned, deleted, kept, time.perf_counter() - t0)
+        return gc_projection(graph.projection.db, graph.pins, target, progress=progress, t0=t0)
+
+
+def gc_projection(
+    db: Rdict,
+    pins: PinRegistry,
+    target: int,
+    *,
+    progress: Progress | None = None,
+    t0: float | None = None,
+) -> GcReport:
+    """GC one projection database (its only writer) towards ``target``, held back by pins."""
+    t0 = time.perf_counter() if t0 is None else t0
+    previous = horizon_of(db)
+    h, held = pins.advance(max(target, previous))
+    scanned, deleted, kept = collect(db, h, progress=progress)
+    return GcReport(target, h, previous, held, scanned, deleted, kept, time.perf_counter() - t0)

@@ -91,6 +91,15 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "conflict_id": "cf:cmd-9",
         "count": 3,
     },
+    "erase": {
+        "type": "erase",
+        "command_id": "cmd-10",
+        "graph": "platform",
+        "agent": "admin",
+        "task": "",
+        "claim_id": "cmd-1",
+        "reason": "privacy request PR-17",
+    },
     "invalid_input": {
         "type": "invalid_input",
         "command_id": "",

@@ -94,6 +94,7 @@ class KafkaProjector:
                 self.state = found[1]
                 self.resumed_from = found[0].version
         self.projector = Projector(self.store, self.state, index_inputs=True)
+        self.projector.checkpoints = self.checkpoints
         self.projector.set_graph(graph)
         self.decisions = 0
         self._consumer: Consumer | None = None

@@ -93,6 +93,8 @@ class Projector:
         self._wb = WriteBatch(raw_mode=True)
         self._pending = 0
         self._claim_records: dict[str, dict[str, Any]] = {}
+        self.erased: list[tuple[str, int]] = []  # (claim, version) erased, not yet scrubbed
+        self.checkpoints: Path | None = None  # checkpoints to scrub of erased payloads
 
     @property
     def applied(self) -> int:
@@ -129,6 +131,11 @@ class Projector:
             wb.put(entity_key(CONFLICT, c, version), dumps(conflict_row(st, c)))
         if d["schema"] is not None:
             wb.put(entity_key(SCHEMA, "", version), dumps(dict(d["schema"])))
+        if d["command_type"] == "erase" and d["kind"] == "accepted" and d["target"]:
+            from ..erasure import stage_erase
+
+            stage_erase(self, d["target"], version)
+            wb = self._wb
         if self.index_inputs:
             wb.put(rows.input_key(d["input_offset"]), rows.pack_version(version))
         self._pending += 1
@@ -154,6 +161,13 @@ class Projector:
             self.store.write(self._wb)
             self._wb = WriteBatch(raw_mode=True)
             self._pending = 0
+        if self.erased:
+            from ..erasure import purge, scrub_dir
+
+            purge(self.store.db, self.erased)
+            if self.checkpoints is not None:
+                scrub_dir(self.checkpoints, self.erased)
+            self.erased = []
         if len(self._claim_records) > 8192:  # bounded: older records are read back
             self._claim_records.clear()
 

@@ -91,6 +91,7 @@ class EmbeddedRuntime:
                 self.resumed_from = found[0].version
                 start = found[0].version + 1
         self.projector = Projector(projection, self.state)
+        self.projector.checkpoints = checkpoints
         fold_decisions(logs, self.state, self.projector, progress=progress, start=start)
 
     @property

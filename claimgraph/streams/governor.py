@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from ..erasure import decide_erase
 from ..errors import DecodeError, SchemaError
 from ..fold import SEP, VISIBLE, WITHHELD, GraphState, edge_key
 from ..model import (
@@ -687,6 +688,12 @@ def _invalid(state: GraphState, cmd: Command, d: Decision) -> None:
     raise _Reject(Reason.MALFORMED, c["error"])
 
 
+def _erase(state: GraphState, cmd: Command, d: Decision) -> None:
+    rejected = decide_erase(state, cmd, d)
+    if rejected is not None:
+        raise _Reject(*rejected)
+
+
 _HANDLERS: dict[str, Callable[[GraphState, Command, Decision], None]] = {
     "claim": _claim,
     "retract": _retract,
@@ -697,6 +704,7 @@ _HANDLERS: dict[str, Callable[[GraphState, Command, Decision], None]] = {
     "tick": _tick,
     "read_blocked": _read_blocked,
     "invalid_input": _invalid,
+    "erase": _erase,
 }
 
 assert SEP  # edge keys are built with fold.SEP; ids are checked printable so it cannot clash
