@@ -194,8 +194,16 @@ def digest_at(reader: ProjectionReader, at: int) -> str:
     return h.hexdigest()
 
 
-def _compare_rows(live: Rdict, fresh: Rdict, upto: int, lo: int = 0) -> tuple[int, int | None]:
+def _compare_rows(
+    live: Rdict, fresh: Rdict, upto: int, lo: int = 0, progress: Progress | None = None
+) -> tuple[int, int | None]:
     """(rows compared, first differing version or None) over rows with version in [lo, upto]."""
+    total = 0
+    if progress is not None:
+        try:
+            total = int(live.property_int_value("rocksdb.estimate-num-keys") or 0)
+        except Exception:  # an estimate for the progress bar only
+            total = 0
     a, b = live.iter(), fresh.iter()
     a.seek_to_first()
     b.seek_to_first()
@@ -236,6 +244,8 @@ def _compare_rows(live: Rdict, fresh: Rdict, upto: int, lo: int = 0) -> tuple[in
             b.next()
         skip(a)
         skip(b)
+        if progress is not None and rows % 100_000 == 0:
+            progress(rows, max(total, rows))
     return rows, first
 
 
@@ -292,7 +302,7 @@ def audit(
                         what = _first_entity_difference(live_reader, fresh_reader, lo)
                         raise IntegrityError(f"graph digest differs at version {lo}: {what}", lo)
                     digests[lo] = d_live
-                rows, first = _compare_rows(graph.projection.db, fresh.db, hi, lo)
+                rows, first = _compare_rows(graph.projection.db, fresh.db, hi, lo, progress)
                 if first is not None:
                     raise IntegrityError(
                         f"the live projection differs from a re-projection of "

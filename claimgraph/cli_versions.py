@@ -81,7 +81,8 @@ def gc(
     age = parse_age(keep_age) if keep_age is not None else None
     ctx = _ctx()
     if ctx.bootstrap:
-        rep = _gc_kafka(horizon, keep, age)
+        with _progress("gc") as cb:
+            rep = _gc_kafka(horizon, keep, age, cb)
     else:
         from .graph import open_graph
 
@@ -101,7 +102,7 @@ def gc(
     )
 
 
-def _gc_kafka(horizon: int | None, keep: int | None, age: int | None) -> Any:
+def _gc_kafka(horizon: int | None, keep: int | None, age: int | None, progress: Any) -> Any:
     from confluent_kafka import Consumer, TopicPartition
 
     from .logs.kafka import partition_for, topic_partitions
@@ -127,7 +128,7 @@ def _gc_kafka(horizon: int | None, keep: int | None, age: int | None) -> Any:
         target = resolve_horizon(
             head, horizon=horizon, keep=keep, keep_age_ms=age, version_at=version_at
         )
-        return gc_projection(store.db, PinRegistry(data), target)
+        return gc_projection(store.db, PinRegistry(data), target, progress=progress)
     finally:
         store.close()
 
@@ -246,9 +247,18 @@ def checkpoint_restore(
         ProjectionStore(data / "projection").close()  # StorageError if the projector runs
         info = pick(data / "checkpoints", name)
         restore_checkpoint(info, data / "projection")
-    else:
-        info = restore_graph(data, name)
-    _say(f"restored {_describe(info)}; the tail after v{info.version} is projected on start")
+        _say(f"restored {_describe(info)}; the projector projects the tail after v{info.version}")
+        return
+    from .cli import _progress
+    from .graph import open_graph
+
+    info = restore_graph(data, name)
+    _say(f"restored {_describe(info)}")
+    with _progress("re-project the tail") as cb:
+        g = open_graph(data, progress=cb)  # folds from the checkpoint, projects the tail
+        head = g.head()
+        g.close()
+    _say(f"projected the tail: v{info.version + 1}..v{head}")
 
 
 # -- replicas ---------------------------------------------------------------------------------
