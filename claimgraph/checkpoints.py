@@ -15,7 +15,9 @@ copy; the tail is then re-projected on the next start. A checkpoint is written t
 directory and renamed into place, so a crash leaves no half checkpoint.
 
 ``state.pickle`` is trusted local data, like the RocksDB files beside it: never load a
-checkpoint directory from an untrusted source.
+checkpoint directory from an untrusted source. A state is only as good as the code that
+folded it, so every checkpoint records :func:`state_format` (a digest of the fold's source);
+after an upgrade that changes the fold, old checkpoints are skipped and the log is replayed.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +54,20 @@ __all__ = [
     "restore_graph",
     "resume",
     "save_states",
+    "state_format",
 ]
 
 FORMAT = 1
+_FOLD_SOURCES = ("fold.py", "policy.py", "model.py")
+
+
+@cache
+def state_format() -> str:
+    """A digest of the code that builds a GraphState: checkpoints of another fold are unusable."""
+    h = hashlib.sha256(str(FORMAT).encode())
+    for name in _FOLD_SOURCES:
+        h.update((Path(__file__).parent / name).read_bytes())
+    return h.hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +84,7 @@ class CheckpointInfo:
     decisions: int
     record_sha256: str
     bytes: int
+    state_format: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -127,6 +142,7 @@ def create_checkpoint(
             "horizon": horizon_of(store.db),
             "decisions": state.decisions,
             "record_sha256": _sha(record),
+            "state_format": state_format(),
         }
         meta["bytes"] = _du(tmp)
         (tmp / "checkpoint.json").write_text(json.dumps(meta, indent=1) + "\n", "utf-8")
@@ -151,6 +167,7 @@ def _read(path: Path) -> CheckpointInfo:
             decisions=int(m["decisions"]),
             record_sha256=str(m["record_sha256"]),
             bytes=int(m["bytes"]),
+            state_format=str(m.get("state_format", "")),
         )
     except (OSError, ValueError, KeyError) as exc:
         raise StorageError(f"checkpoint {path} is unreadable: {exc}") from None
@@ -194,7 +211,7 @@ def resume(
     digest the checkpoint recorded. A checkpoint that does not fit is skipped, not trusted.
     """
     for info in reversed(list_checkpoints(root)):
-        if info.version > applied or info.graph != graph:
+        if info.version > applied or info.graph != graph or info.state_format != state_format():
             continue
         if record_at is not None and _sha(record_at(info.version)) != info.record_sha256:
             continue
@@ -283,7 +300,13 @@ def save_states(
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{name}-{offset:020d}.pickle"
     tmp = root / f".{final.name}.tmp-{os.getpid()}"
-    doc = {"format": FORMAT, "offset": offset, "record_sha256": _sha(record), "states": states}
+    doc = {
+        "format": FORMAT,
+        "state_format": state_format(),
+        "offset": offset,
+        "record_sha256": _sha(record),
+        "states": states,
+    }
     with open(tmp, "wb") as f:
         pickle.dump(doc, f, protocol=pickle.HIGHEST_PROTOCOL)
     os.replace(tmp, final)
@@ -309,6 +332,8 @@ def load_states(
                 gc.enable()
         gc.freeze()
         offset = int(doc["offset"])
+        if doc.get("state_format") != state_format():
+            continue  # folded by other code: replay instead
         if _sha(record_at(offset)) != doc["record_sha256"]:
             continue
         states: dict[str, GraphState] = doc["states"]

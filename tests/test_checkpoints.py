@@ -129,3 +129,27 @@ def test_a_checkpoint_of_another_log_is_not_trusted(tmp_path: Path) -> None:
         g.close()
     with pytest.raises(StorageError, match="does not match"):
         restore_graph(path)
+
+
+def test_a_checkpoint_folded_by_other_code_is_not_used(tmp_path: Path) -> None:
+    """A checkpoint whose state format (the fold's code) differs is skipped: full replay."""
+    path = tmp_path / "g"
+    g = _new(path)
+    _write(g, 0, 5)
+    info = checkpoint_graph(g)
+    g.close()
+    g = open_graph(path)
+    try:
+        _write(g, 5, 1)
+        assert g.runtime.resumed_from == info.version  # usable as written
+    finally:
+        g.close()
+    meta = info.path / "checkpoint.json"
+    meta.write_text(json.dumps(json.loads(meta.read_text()) | {"state_format": "older-fold"}))
+    g = open_graph(path)
+    try:
+        _write(g, 6, 1)
+        assert g.runtime.resumed_from is None
+        verify(g)
+    finally:
+        g.close()
