@@ -325,7 +325,7 @@ def _apply_erasures(live: Rdict, fresh: Rdict, after: int) -> None:
     """Scrub ``fresh`` of the claims the live projection erased at versions after ``after``."""
     from rocksdict import WriteBatch
 
-    from .erasure import ERASED, scrub_claim
+    from .projections.erasure import ERASED, scrub_claim
 
     wb = WriteBatch(raw_mode=True)
     it = live.iter()

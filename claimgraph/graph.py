@@ -213,7 +213,8 @@ class Graph(GraphWrites, GraphReads):
 
     def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
         """Decisions from the decisions log: (version, decision)."""
-        from .erasure import erased_at, scrub_decision
+        from .erasure import scrub_decision
+        from .projections.erasure import erased_at
 
         def erased(claim_id: str) -> int | None:
             return erased_at(self.projection.db, claim_id)

@@ -175,7 +175,8 @@ class KafkaGraph(GraphWrites, GraphReads):
         }
 
     def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
-        from .erasure import erased_at, scrub_decision
+        from .erasure import scrub_decision
+        from .projections.erasure import erased_at
 
         log = KafkaLog(self.cfg, self.cfg.decisions_topic, self.partition)
         if self._db is not None:

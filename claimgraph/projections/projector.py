@@ -132,7 +132,7 @@ class Projector:
         if d["schema"] is not None:
             wb.put(entity_key(SCHEMA, "", version), dumps(dict(d["schema"])))
         if d["command_type"] == "erase" and d["kind"] == "accepted" and d["target"]:
-            from ..erasure import stage_erase
+            from .erasure import stage_erase
 
             stage_erase(self, d["target"], version)
             wb = self._wb
@@ -162,7 +162,7 @@ class Projector:
             self._wb = WriteBatch(raw_mode=True)
             self._pending = 0
         if self.erased:
-            from ..erasure import purge, scrub_dir
+            from .erasure import purge, scrub_dir
 
             purge(self.store.db, self.erased)
             if self.checkpoints is not None:
