@@ -234,3 +234,25 @@ def test_horizon_survives_reopen(tmp_path: Path) -> None:
             g.quarantine(at=h - 1)
     finally:
         g.close()
+
+
+def test_retired_claims_stay_readable_at_every_retained_version(tmp_path: Path) -> None:
+    """A claim retracted before the horizon still reads as retired at the horizon and after,
+    and an edge retired after the horizon reads present before its retirement."""
+    g = _busy_graph(tmp_path, n=0)
+    try:
+        old = g.assert_("depends_on", "service:a", "service:b", agent="inventory")
+        g.retract(old.command_id, agent="inventory")
+        late = g.assert_("depends_on", "service:a", "service:c", agent="inventory")
+        for i in range(10):
+            g.assert_("depends_on", f"service:x{i}", "service:y", agent="tracer")
+        h = gc_graph(g, horizon=late.version + 2).horizon
+        retired = g.retract(late.command_id, agent="inventory")
+        for v in (h, retired.version - 1, retired.version):
+            assert g.claim_info(old.command_id, at=v)["status"] == "retired"
+            assert g.edge("depends_on", "service:a", "service:b", at=v).state == "absent"
+        assert g.edge("depends_on", "service:a", "service:c", at=h).state == "present"
+        assert g.claim_info(late.command_id, at=retired.version)["status"] == "retired"
+        assert g.edge("depends_on", "service:a", "service:c").state == "absent"
+    finally:
+        g.close()
