@@ -24,6 +24,7 @@ from .logs.kafka import KafkaConfig, KafkaLog, partition_for, topic_partitions, 
 from .model import Command, Decision
 from .projections.projector import ProjectionStore
 from .projections.reader import ProjectionReader
+from .retention import PinRegistry
 from .wire import decode_decision, encode_command
 
 __all__ = ["KafkaGraph"]
@@ -47,6 +48,7 @@ class KafkaGraph(GraphWrites, GraphReads):
         self.partition = partition_for(graph, parts)
         self.commands = KafkaLog(cfg, cfg.commands_topic, self.partition, key=graph)
         self._secondary: Path | None = None
+        self._projection_dir = projection
         self._db: Rdict | None = None
         if projection is not None:
             primary = projection / "projection"
@@ -65,6 +67,13 @@ class KafkaGraph(GraphWrites, GraphReads):
             except Exception as exc:
                 raise StorageError(f"cannot open {primary} as a secondary: {exc}") from None
             self.reader = ProjectionReader(self._db)
+
+    @property
+    def pins(self) -> PinRegistry:
+        """Pins of live runs on this projection (GC of it never passes one)."""
+        if self._projection_dir is None:
+            raise ConfigError("pins live beside a projection: pass --data DIR of a projector")
+        return PinRegistry(self._projection_dir)
 
     def close(self) -> None:
         self.commands.close()
