@@ -50,6 +50,7 @@ __all__ = [
     "load_state",
     "load_states",
     "pick",
+    "prune_checkpoints",
     "restore_checkpoint",
     "restore_graph",
     "resume",
@@ -179,6 +180,21 @@ def list_checkpoints(root: Path) -> list[CheckpointInfo]:
         return []
     out = [_read(p) for p in sorted(root.iterdir()) if (p / "checkpoint.json").is_file()]
     return sorted(out, key=lambda c: c.version)
+
+
+def prune_checkpoints(root: Path, keep: int) -> list[CheckpointInfo]:
+    """Delete all but the ``keep`` newest checkpoints under ``root``; return those deleted.
+
+    A checkpoint pins the RocksDB files it was taken from (hard links), so old checkpoints
+    hold disk space the live projection has already compacted away.
+    """
+    if keep < 1:
+        raise ConfigError("keep at least one checkpoint (--keep 1)")
+    found = list_checkpoints(root)
+    gone = found[:-keep]
+    for info in gone:
+        shutil.rmtree(info.path)
+    return gone
 
 
 def load_state(info: CheckpointInfo) -> GraphState:

@@ -189,7 +189,12 @@ def _describe(info: Any) -> str:
 
 
 @checkpoint_app.command("create")
-def checkpoint_create(as_json: JsonOpt = False) -> None:
+def checkpoint_create(
+    keep: Annotated[
+        int | None, typer.Option(help="Then delete all but the KEEP newest checkpoints.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Checkpoint the projection and folded state at head (Kafka: catch the projector up
     first; a running projector writes its own with --checkpoint-every)."""
     ctx = _ctx()
@@ -209,10 +214,25 @@ def checkpoint_create(as_json: JsonOpt = False) -> None:
 
         with _progress("fold") as cb, open_graph(_data(), progress=cb) as g:
             info = checkpoint_graph(g)
+    if keep is not None:
+        from .checkpoints import prune_checkpoints
+
+        prune_checkpoints(_data() / "checkpoints", keep)
     if as_json:
         _emit(info.as_dict())
     else:
         _say(f"checkpoint {_describe(info)}")
+
+
+@checkpoint_app.command("prune")
+def checkpoint_prune(
+    keep: Annotated[int, typer.Option(help="How many of the newest checkpoints to keep.")] = 2,
+) -> None:
+    """Delete old checkpoints (each holds the RocksDB files it was taken from)."""
+    from .checkpoints import prune_checkpoints
+
+    gone = prune_checkpoints(_data() / "checkpoints", keep)
+    _say(f"deleted {len(gone)} checkpoint(s)" + "".join(f"\n  {c.name}" for c in gone))
 
 
 @checkpoint_app.command("list")

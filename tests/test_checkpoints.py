@@ -153,3 +153,23 @@ def test_a_checkpoint_folded_by_other_code_is_not_used(tmp_path: Path) -> None:
         verify(g)
     finally:
         g.close()
+
+
+def test_prune_keeps_the_newest_checkpoints(tmp_path: Path) -> None:
+    """prune deletes all but the newest N checkpoints; keeping none is refused."""
+    from claimgraph.checkpoints import prune_checkpoints
+
+    path = tmp_path / "g"
+    g = _new(path)
+    try:
+        made = []
+        for i in range(3):
+            _write(g, i, 1)
+            made.append(checkpoint_graph(g).name)
+        root = path / "checkpoints"
+        assert [c.name for c in prune_checkpoints(root, 1)] == made[:2]
+        assert [c.name for c in list_checkpoints(root)] == made[2:]
+        with pytest.raises(ConfigError, match="at least one"):
+            prune_checkpoints(root, 0)
+    finally:
+        g.close()

@@ -151,16 +151,20 @@ class KafkaProjector:
         recs = read_partition(self.cfg, self.cfg.decisions_topic, self.partition, offset, 1, 5.0)
         return recs[0][0].value if recs and recs[0][0].offset == offset else None
 
-    def checkpoint(self) -> Any:
-        """Checkpoint the projection and folded state at the applied offset."""
-        from ..checkpoints import create_checkpoint
+    def checkpoint(self, keep: int | None = 2) -> Any:
+        """Checkpoint the projection and folded state at the applied offset; keep the ``keep``
+        newest checkpoints (None: all)."""
+        from ..checkpoints import create_checkpoint, prune_checkpoints
 
         record = self._last_value
         if record is None:
             record = self._record_at(self.state.head)
-        return create_checkpoint(
+        info = create_checkpoint(
             self.store, self.state, self.checkpoints, runtime="kafka", record=record
         )
+        if keep is not None:
+            prune_checkpoints(self.checkpoints, keep)
+        return info
 
     def step(self, timeout: float = 0.1) -> int:
         """Fold one batch; write the rows of decisions above the applied offset."""
