@@ -4,6 +4,7 @@ version, leaves the graph's state alone, and keeps replay, verify and audit dete
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,5 +132,29 @@ def test_erase_with_a_bad_claim_id_is_rejected(tmp_path: Path, bad: str) -> None
     g = _graph(tmp_path / "g")
     try:
         assert g.erase(bad, agent="admin", reason="x").reason == "invalid_id"
+    finally:
+        g.close()
+
+
+def test_erase_in_the_same_batch_as_its_claim(tmp_path: Path) -> None:
+    """A claim and its erase decided in one batch: the rows staged earlier in the batch are
+    scrubbed too, and the projection never runs ahead of the decisions log."""
+    g = _graph(tmp_path / "g")
+    try:
+        env = {"graph": "test", "task": ""}
+        claim: Any = {"type": "claim", "command_id": "c1", "agent": "inventory", "run_id": None,
+                      "edge_type": "depends_on", "subject_type": "service", "subject_id": "a",
+                      "object_type": "service", "object_id": "b", "polarity": "assert",
+                      "confidence": 1.0, "evidence": [SECRET], "reasoning": SECRET,
+                      "asserted_at": 1, "based_on_version": None, "properties": {}}  # fmt: skip
+        erase: Any = {"type": "erase", "command_id": "e1", "agent": "admin", "claim_id": "c1",
+                      "reason": "PR-19"}  # fmt: skip
+        receipts = g.submit([claim | env, erase | env])
+        assert [r.reason for r in receipts] == ["new", "erased"]
+        row = g.claim_info("c1", at=receipts[0].version)
+        assert row is not None and SECRET not in str(row)
+        assert g.head() == g.logs.decisions.end() - 1
+        audit(g)
+        verify(g)
     finally:
         g.close()

@@ -44,9 +44,13 @@ def scrub_claim(db: Rdict, wb: WriteBatch, claim_id: str, version: int) -> int:
 
 
 def stage_erase(projector: Projector, claim_id: str, version: int) -> None:
-    """Projector hook for an accepted erase at ``version`` (rows land in its next batch)."""
-    projector.flush()  # rows of this claim staged earlier in the batch must be in the DB
-    scrub_claim(projector.store.db, projector._wb, claim_id, version)
+    """Projector hook for an accepted erase at ``version``: the scrubbed rows go into the
+    projector's current batch, with the decision's applied offset (never ahead of the log)."""
+    wb = projector._wb
+    scrub_claim(projector.store.db, wb, claim_id, version)  # rows already written
+    for key, row in projector._staged_claims.get(claim_id, ()):  # rows earlier in this batch
+        if row.get("erased") is None:
+            wb.put(key, dumps(scrub_row(row, version)))
     record = projector._claim_records.get(claim_id)
     if record is not None:  # later rows of the claim are built from the scrubbed record
         projector._claim_records[claim_id] = scrub_row(record, version)
