@@ -49,6 +49,8 @@ from .model import (
 )
 from .policy import GraphSchema, load_schema_file, parse_schema
 from .projections.reader import EdgeView, NeighborView, SlotView
+from .projections.replica import Replica, open_replica
+from .retention import Pin, PinRegistry
 from .runs import ReplayReport, Run, RunNotFound, RunSummary, Snapshot
 from .signing import Signer
 
@@ -87,10 +89,13 @@ __all__ = [
     "NotFoundError",
     "OnStale",
     "OnUnknown",
+    "Pin",
+    "PinRegistry",
     "Polarity",
     "Reason",
     "Receipt",
     "ReplayReport",
+    "Replica",
     "Run",
     "RunNotFound",
     "RunSummary",
@@ -107,5 +112,6 @@ __all__ = [
     "connect",
     "load_schema_file",
     "open",
+    "open_replica",
     "parse_schema",
 ]

@@ -309,6 +309,13 @@ class GraphWrites:
         """Revoke a signing key (admin only)."""
         return self._send("revoke_key", agent, "", command_id, {"key_id": key_id})
 
+    def erase(
+        self, claim_id: str, *, agent: str, reason: str, command_id: str | None = None
+    ) -> Receipt:
+        """Erase a claim's payload (evidence, reasoning, properties) from every read, for
+        privacy (admin only). Not for correcting wrong data: retract or resolve for that."""
+        return self._send("erase", agent, "", command_id, {"claim_id": claim_id, "reason": reason})
+
     def tick(self, *, agent: str = "ticker") -> Receipt:
         """Write a tick: time advances for the governor only through the log."""
         return self._send("tick", agent, "", None, {})

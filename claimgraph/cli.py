@@ -719,16 +719,23 @@ def log_cmd(
 # -- integrity --------------------------------------------------------------------------------
 
 
+FromOpt = Annotated[int | None, typer.Option("--from", help="First version of a range.")]
+ToOpt = Annotated[int | None, typer.Option("--to", help="Last version of a range.")]
+
+
 @app.command()
-def verify(as_json: JsonOpt = False) -> None:
-    """Re-run the governor over the commands log and compare decisions byte for byte."""
+def verify(as_json: JsonOpt = False, start: FromOpt = None, end: ToOpt = None) -> None:
+    """Re-run the governor over the commands log and compare decisions byte for byte
+    (every version, or a --from/--to range folded from the decisions before it)."""
     if CTX.bootstrap:
+        if start is not None or end is not None:
+            raise ConfigError("verify --from/--to is for the embedded runtime")
         _verify_kafka(as_json)
         return
     from .audit import verify as run_verify
 
     with _graph() as g, _progress("verify") as cb:
-        rep = run_verify(g, cb)
+        rep = run_verify(g, cb, start=start, end=end)
     if as_json:
         _emit(rep.as_dict())
     else:
@@ -741,20 +748,30 @@ def verify(as_json: JsonOpt = False) -> None:
 @app.command()
 def audit(
     samples: Annotated[int, typer.Option(help="Versions to digest besides head.")] = 3,
+    at: Annotated[int | None, typer.Option("--at", help="Compare this one version.")] = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Re-project the decisions log into a fresh store and compare with the live graph."""
+    """Re-project the decisions log into a fresh store and compare with the live graph
+    (every retained version, a --from/--to range, or one version --at)."""
     if CTX.bootstrap:
+        if at is not None or start is not None or end is not None:
+            raise ConfigError("audit --at/--from/--to is for the embedded runtime")
         _audit_kafka(as_json)
         return
     from .audit import audit as run_audit
 
+    if at is not None:
+        if start is not None or end is not None:
+            raise ConfigError("give --at or a --from/--to range, not both")
+        start = end = at
     with _graph() as g, _progress("audit") as cb:
-        rep = run_audit(g, cb, samples=samples)
+        rep = run_audit(g, cb, samples=samples, start=start, end=end)
     if as_json:
         _emit(rep.as_dict())
     else:
-        out.print(f"audit ok: {rep.rows} rows identical up to v{rep.head}", markup=False)
+        out.print(f"audit ok: {rep.rows} rows identical in v{rep.start}..v{rep.head}", markup=False)
         for v, dg in rep.digests.items():
             out.print(f"  digest at v{v}: {dg}", markup=False)
 
@@ -812,8 +829,10 @@ def _register_governance() -> None:
     register(app)
 
 
-_register_kafka()
-_register_governance()
+def _register_versions() -> None:
+    from .cli_versions import register
+
+    register(app)
 
 
 def _register_http() -> None:
@@ -822,6 +841,9 @@ def _register_http() -> None:
     register(app)  # serve, runs, key
 
 
+_register_kafka()
+_register_governance()
+_register_versions()
 _register_http()
 
 

@@ -124,6 +124,13 @@ def governor(
     metrics_host: Annotated[
         str, typer.Option(help="Address of the metrics server (0.0.0.0 in containers).")
     ] = "127.0.0.1",
+    checkpoints: Annotated[
+        Path | None,
+        typer.Option(help="Directory of state snapshots: restart folds only the tail after one."),
+    ] = None,
+    checkpoint_every: Annotated[
+        int | None, typer.Option(help="Snapshot after every N decided commands.")
+    ] = None,
 ) -> None:
     """Run the exactly-once governor for one partition of the commands topic."""
     from .logs.kafka import partition_for, topic_partitions
@@ -135,8 +142,16 @@ def governor(
     if partition is None:
         partition = partition_for(ctx.graph, topic_partitions(cfg, cfg.commands_topic))
     metrics = GovernorMetrics(metrics_port, partition, metrics_host)
+    if checkpoint_every is not None and checkpoints is None:
+        raise ConfigError("--checkpoint-every needs --checkpoints DIR")
     gov = KafkaGovernor(
-        cfg, partition, batch_size=batch_size, batch_ms=batch_ms, on_batch=metrics.update
+        cfg,
+        partition,
+        batch_size=batch_size,
+        batch_ms=batch_ms,
+        on_batch=metrics.update,
+        checkpoints=checkpoints,
+        checkpoint_every=checkpoint_every,
     )
     signal.signal(signal.SIGTERM, lambda *_: gov.stop())
     try:
@@ -154,8 +169,13 @@ def projector(
     metrics_host: Annotated[
         str, typer.Option(help="Address of the metrics server (0.0.0.0 in containers).")
     ] = "127.0.0.1",
+    checkpoint_every: Annotated[
+        int | None,
+        typer.Option(help="Checkpoint into DIR/checkpoints after every N projected decisions."),
+    ] = None,
 ) -> None:
-    """Project the --graph from Kafka into the --data directory (versioned RocksDB)."""
+    """Project the --graph from Kafka into the --data directory (versioned RocksDB); restarts
+    from the newest checkpoint in DIR/checkpoints plus the partition's tail."""
     from .metrics import ProjectorMetrics
     from .projections.kafka import KafkaProjector
 
@@ -164,7 +184,7 @@ def projector(
     metrics = ProjectorMetrics(metrics_port, ctx.graph, metrics_host)
     signal.signal(signal.SIGTERM, lambda *_: proj.stop())
     try:
-        proj.run(on_batch=metrics.update)
+        proj.run(on_batch=metrics.update, checkpoint_every=checkpoint_every)
     except KeyboardInterrupt:
         pass
     finally:

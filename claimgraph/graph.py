@@ -10,6 +10,8 @@ A data directory holds one graph::
     DIR/graph.json     the graph's name and the layout version
     DIR/log/           commands, decisions and runs logs (RocksDB)
     DIR/projection/    the versioned projection (RocksDB), rebuildable from DIR/log
+    DIR/checkpoints/   checkpoints of the projection and folded state (claimgraph.checkpoints)
+    DIR/pins.json      pins of live runs and the agreed retention horizon (claimgraph.retention)
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from .logs.embedded import EmbeddedLogStore
 from .model import Command, Decision
 from .projections.projector import ProjectionStore
 from .projections.reader import ProjectionReader
+from .retention import PinRegistry, horizon_of
 from .runs import RunsMixin, decode_events, encode_events
 from .streams.embedded import GOVERNOR_POSITION, EmbeddedRuntime
 from .wire import decode_decision, encode_command
@@ -124,10 +127,23 @@ class Graph(GraphWrites, GraphReads, RunsMixin):
         with self._lock:
             if self._runtime is None:
                 self._runtime = EmbeddedRuntime(
-                    self.logs, self.projection, self.name, progress=self._progress
+                    self.logs,
+                    self.projection,
+                    self.name,
+                    progress=self._progress,
+                    checkpoints=self.path / "checkpoints",
                 )
                 self._runtime.projector.set_graph(self.name)
             return self._runtime
+
+    @property
+    def pins(self) -> PinRegistry:
+        """Pins of live runs: GC never moves the horizon past one (:mod:`claimgraph.retention`)."""
+        return PinRegistry(self.path)
+
+    def horizon(self) -> int:
+        """The oldest readable version (reads below it raise VersionPruned)."""
+        return horizon_of(self.projection.db)
 
     def pending(self) -> int:
         """Commands appended but not decided yet."""
@@ -229,6 +245,13 @@ class Graph(GraphWrites, GraphReads, RunsMixin):
 
     def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
         """Decisions from the decisions log: (version, decision)."""
+        from .erasure import scrub_decision
+        from .projections.erasure import erased_at
+
+        def erased(claim_id: str) -> int | None:
+            return erased_at(self.projection.db, claim_id)
+
         return [
-            (r.offset, decode_decision(r.value)) for r in self.logs.decisions.read(start, limit)
+            (r.offset, scrub_decision(decode_decision(r.value), erased))
+            for r in self.logs.decisions.read(start, limit)
         ]

@@ -260,6 +260,23 @@ class RevokeIn(_Base):
         )
 
 
+class EraseIn(_Base):
+    type: Literal["erase"]
+    claim_id: Id
+    reason: str = Field(default="", max_length=LIMITS["detail"])
+
+    def to_command(self, graph: str) -> Command:
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "erase",
+                "claim_id": self.claim_id,
+                "reason": self.reason,
+            },
+        )
+
+
 class TickIn(_Base):
     type: Literal["tick"]
 
@@ -314,7 +331,8 @@ CommandIn = Annotated[
     | RevokeIn
     | TickIn
     | EscalateIn
-    | ReadBlockedIn,
+    | ReadBlockedIn
+    | EraseIn,
     Field(discriminator="type"),
 ]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(CommandIn)
@@ -328,7 +346,7 @@ def _explain(exc: ValidationError) -> str:
         if e["type"] == "union_tag_invalid":
             msg = (
                 "unknown type; expected one of assert, deny, retract, resolve, "
-                "publish_schema, grant, revoke, tick, escalate, read_blocked"
+                "publish_schema, grant, revoke, tick, escalate, read_blocked, erase"
             )
         if e["type"] == "union_tag_not_found":
             msg = "missing 'type' (assert, deny, retract, resolve, publish_schema, ...)"

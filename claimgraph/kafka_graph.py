@@ -25,6 +25,7 @@ from .logs.kafka import KafkaConfig, KafkaLog, partition_for, topic_partitions, 
 from .model import Command, Decision
 from .projections.projector import ProjectionStore
 from .projections.reader import ProjectionReader
+from .retention import PinRegistry
 from .runs import RunsMixin, decode_events, encode_events
 from .wire import decode_decision, encode_command
 
@@ -50,6 +51,7 @@ class KafkaGraph(GraphWrites, GraphReads, RunsMixin):
         self.commands = KafkaLog(cfg, cfg.commands_topic, self.partition, key=graph)
         self._secondary: Path | None = None
         self._runs: KafkaLog | None = None
+        self._projection_dir = projection
         self._db: Rdict | None = None
         if projection is not None:
             primary = projection / "projection"
@@ -68,6 +70,13 @@ class KafkaGraph(GraphWrites, GraphReads, RunsMixin):
             except Exception as exc:
                 raise StorageError(f"cannot open {primary} as a secondary: {exc}") from None
             self.reader = ProjectionReader(self._db)
+
+    @property
+    def pins(self) -> PinRegistry:
+        """Pins of live runs on this projection (GC of it never passes one)."""
+        if self._projection_dir is None:
+            raise ConfigError("pins live beside a projection: pass --data DIR of a projector")
+        return PinRegistry(self._projection_dir)
 
     def close(self) -> None:
         self.commands.close()
@@ -138,6 +147,21 @@ class KafkaGraph(GraphWrites, GraphReads, RunsMixin):
 
     # -- versions -------------------------------------------------------------------------------
 
+    def _erasures(self, log: KafkaLog) -> dict[str, int]:
+        """Claim id → version of its erasure, from a scan of the decisions partition."""
+        out: dict[str, int] = {}
+        pos = 0
+        while True:
+            recs = log.read(pos, 10_000, timeout=2.0)
+            if not recs:
+                return out
+            for rec in recs:
+                if b"erase" in rec.value:  # cheap filter before decoding
+                    d = decode_decision(rec.value)
+                    if d["graph"] == self.name and d["reason"] == "erased" and d["target"]:
+                        out[d["target"]] = rec.offset
+            pos = recs[-1].offset + 1
+
     def _catch_up(self) -> None:
         if self._db is None:
             raise ConfigError(
@@ -194,10 +218,24 @@ class KafkaGraph(GraphWrites, GraphReads, RunsMixin):
         return out
 
     def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
+        from .erasure import scrub_decision
+        from .projections.erasure import erased_at
+
         log = KafkaLog(self.cfg, self.cfg.decisions_topic, self.partition)
+        if self._db is not None:
+            db = self._db
+
+            def erased(claim_id: str) -> int | None:
+                return erased_at(db, claim_id)
+        else:  # no projection to ask: find the erasures in the log itself
+            found = self._erasures(log)
+
+            def erased(claim_id: str) -> int | None:
+                return found.get(claim_id)
+
         out = []
         for rec in log.read(start, limit * 4):
-            d = decode_decision(rec.value)
+            d = scrub_decision(decode_decision(rec.value), erased)
             if d["graph"] == self.name:
                 out.append((rec.offset, d))
             if len(out) >= limit:

@@ -22,6 +22,7 @@ __all__ = [
     "Contribution",
     "Decision",
     "DecisionKind",
+    "EraseCommand",
     "EscalateCommand",
     "Exit",
     "GrantCommand",
@@ -166,6 +167,8 @@ class Reason(StrEnum):
     KEY_NOT_FOR_AGENT = "key_not_for_agent"
     KEY_REGISTERED = "key_registered"
     KEY_REVOKED = "key_revoked"
+    # privacy
+    ERASED = "erased"
 
 
 COMMAND_TYPES = (
@@ -183,6 +186,7 @@ COMMAND_TYPES = (
     "register_key",
     "revoke_key",
     "signed",
+    "erase",
 )
 
 # Bounds on what one command may carry; the edge (pydantic) and the governor both enforce them.
@@ -338,6 +342,14 @@ class SignedCommand(TypedDict):
     body: bytes
 
 
+class EraseCommand(_Envelope):
+    """An admin erases one claim's payload (evidence, reasoning, properties) for privacy."""
+
+    type: NotRequired[Literal["erase"]]
+    claim_id: str
+    reason: str
+
+
 Command = (
     ClaimCommand
     | RetractCommand
@@ -352,6 +364,7 @@ Command = (
     | RefusedCommand
     | RegisterKeyCommand
     | RevokeKeyCommand
+    | EraseCommand
 )
 # A ``signed`` record (SignedCommand) decodes through the same path but wraps a Command; only
 # claimgraph.admission opens it, so it is not part of the union the handlers see.

@@ -169,9 +169,15 @@ class RunsMixin:
         task: str = "",
         snapshot: Snapshot | None = None,
         run_id: str | None = None,
+        lease: float = 3600.0,
     ) -> Run:
-        """Start a run: pin a version (head, or ``snapshot``'s) and trace what it reads."""
-        return Run(self, agent=agent, task=task, snapshot=snapshot, run_id=run_id)
+        """Start a run: pin a version (head, or ``snapshot``'s) and trace what it reads.
+
+        Where the graph keeps a pin registry (embedded, or Kafka with a projection), the pinned
+        version is also held against GC for ``lease`` seconds (renew with :meth:`Run.renew`);
+        the pin is released when the run ends, or lapses with its lease if the process dies.
+        """
+        return Run(self, agent=agent, task=task, snapshot=snapshot, run_id=run_id, lease=lease)
 
     def runs(self) -> list[RunSummary]:
         """Every run in the runs log, oldest first."""
@@ -193,6 +199,14 @@ class RunNotFound(NotFoundError):
         super().__init__(f"no run {run_id!r} in the runs log (claimgraph runs list)")
 
 
+def _pins_of(graph: Any) -> Any:
+    """The graph's retention pin registry, if it keeps one (HTTP clients do not)."""
+    try:
+        return getattr(graph, "pins", None)
+    except Exception:  # e.g. a Kafka graph opened without a projection directory
+        return None
+
+
 class Run:
     """A pinned version, reads served at it, and the trace of what was read and written."""
 
@@ -204,6 +218,7 @@ class Run:
         task: str,
         snapshot: Snapshot | None = None,
         run_id: str | None = None,
+        lease: float = 3600.0,
     ) -> None:
         self.graph = graph
         self.agent = agent
@@ -211,6 +226,10 @@ class Run:
         self.run_id = run_id or f"run-{uuid.uuid4()}"
         self.snapshot_id = snapshot.snapshot_id if snapshot else None
         self.version = snapshot.version if snapshot is not None else graph.head()
+        self.pin: Any = None  # a retention pin: GC keeps the version readable while it lives
+        registry = _pins_of(graph)
+        if registry is not None and self.version >= 0:
+            self.pin = registry.pin(self.version, owner=self.run_id, lease=lease)
         self.events: list[dict[str, Any]] = []
         self._pending: list[dict[str, Any]] = []
         self._closed = False
@@ -275,6 +294,15 @@ class Run:
         )
         self._closed = True
         self.flush()
+        registry = _pins_of(self.graph)
+        if self.pin is not None and registry is not None:
+            registry.unpin(self.pin.pin_id)
+
+    def renew(self, lease: float) -> None:
+        """Extend the run's retention pin to ``lease`` seconds from now (long runs)."""
+        registry = _pins_of(self.graph)
+        if self.pin is not None and registry is not None:
+            self.pin = registry.renew(self.pin.pin_id, lease)
 
     def __enter__(self) -> Run:
         return self

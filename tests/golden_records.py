@@ -102,6 +102,15 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "reason": "CONFIDENCE_TOO_LOW",
         "resolver": "rules:low-confidence",
     },
+    "erase": {
+        "type": "erase",
+        "command_id": "cmd-10",
+        "graph": "platform",
+        "agent": "admin",
+        "task": "",
+        "claim_id": "cmd-1",
+        "reason": "privacy request PR-17",
+    },
     "invalid_input": {
         "type": "invalid_input",
         "command_id": "",

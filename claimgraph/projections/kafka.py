@@ -3,7 +3,9 @@
 It folds the graph's decisions (other graphs hashed to the same partition are skipped) with
 their real offsets as versions, and writes each batch of rows together with its applied
 offset, like the embedded projector. On restart it re-folds the decisions up to the applied
-offset without writing, then continues writing after it. Several projector processes may
+offset without writing, then continues writing after it — or, when ``DIR/checkpoints`` holds
+a usable checkpoint at or below the applied offset (:mod:`claimgraph.checkpoints`), starts
+from its folded state and reads the partition only after it. Several projector processes may
 serve one graph, each with its own projection directory.
 """
 
@@ -21,7 +23,13 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from ..errors import ClaimgraphError
 from ..fold import GraphState
-from ..logs.kafka import KafkaConfig, consumer_lag, partition_for, topic_partitions
+from ..logs.kafka import (
+    KafkaConfig,
+    consumer_lag,
+    partition_for,
+    read_partition,
+    topic_partitions,
+)
 from ..wire import decode_decision
 from .projector import ProjectionStore, Projector
 
@@ -39,7 +47,15 @@ def _log(event: str, **fields: Any) -> None:
 class KafkaProjector:
     """Projects one graph from Kafka into a local versioned RocksDB projection."""
 
-    def __init__(self, cfg: KafkaConfig, graph: str, path: Path, *, batch_size: int = 2000) -> None:
+    def __init__(
+        self,
+        cfg: KafkaConfig,
+        graph: str,
+        path: Path,
+        *,
+        batch_size: int = 2000,
+        use_checkpoints: bool = True,
+    ) -> None:
         self.cfg = cfg
         self.graph = graph
         self.key = graph.encode("utf-8")
@@ -67,9 +83,19 @@ class KafkaProjector:
             )
         self.store = ProjectionStore(path / "projection", create=True)
         self.state = GraphState(graph)
-        self.projector = Projector(self.store, self.state, index_inputs=True)
-        self.projector.set_graph(graph)
         self.applied_at_start = self.store.applied()
+        self.resumed_from: int | None = None  # the checkpoint version the state started at
+        self._last_value: bytes | None = None  # the decision record at self.state.head
+        if use_checkpoints:
+            from ..checkpoints import resume
+
+            found = resume(self.checkpoints, graph, self.applied_at_start, self._record_at)
+            if found is not None:
+                self.state = found[1]
+                self.resumed_from = found[0].version
+        self.projector = Projector(self.store, self.state, index_inputs=True)
+        self.projector.checkpoints = self.checkpoints
+        self.projector.set_graph(graph)
         self.decisions = 0
         self._consumer: Consumer | None = None
         self._stop = False
@@ -86,12 +112,14 @@ class KafkaProjector:
                 }
             )
         )
-        self._consumer.assign([TopicPartition(self.cfg.decisions_topic, self.partition, 0)])
+        start = 0 if self.resumed_from is None else self.resumed_from + 1
+        self._consumer.assign([TopicPartition(self.cfg.decisions_topic, self.partition, start)])
         _log(
             "projector.started",
             graph=self.graph,
             partition=self.partition,
             applied=self.applied_at_start,
+            resumed_from=self.resumed_from,
             path=str(self.path),
         )
 
@@ -114,6 +142,30 @@ class KafkaProjector:
     def applied(self) -> int:
         return self.store.applied()
 
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    def _record_at(self, offset: int) -> bytes | None:
+        """The committed decision record at ``offset`` of this graph's partition, if any."""
+        recs = read_partition(self.cfg, self.cfg.decisions_topic, self.partition, offset, 1, 5.0)
+        return recs[0][0].value if recs and recs[0][0].offset == offset else None
+
+    def checkpoint(self, keep: int | None = 2) -> Any:
+        """Checkpoint the projection and folded state at the applied offset; keep the ``keep``
+        newest checkpoints (None: all)."""
+        from ..checkpoints import create_checkpoint, prune_checkpoints
+
+        record = self._last_value
+        if record is None:
+            record = self._record_at(self.state.head)
+        info = create_checkpoint(
+            self.store, self.state, self.checkpoints, runtime="kafka", record=record
+        )
+        if keep is not None:
+            prune_checkpoints(self.checkpoints, keep)
+        return info
+
     def step(self, timeout: float = 0.1) -> int:
         """Fold one batch; write the rows of decisions above the applied offset."""
         if self._consumer is None:
@@ -131,8 +183,10 @@ class KafkaProjector:
             if m.key() != self.key:
                 continue
             offset = int(m.offset() or 0)
-            d = decode_decision(m.value() or b"")
+            value = m.value() or b""
+            d = decode_decision(value)
             ch = self.state.evolve(d, offset)
+            self._last_value = value
             if offset > applied:
                 self.projector.stage(offset, d, ch)
                 n += 1
@@ -146,13 +200,28 @@ class KafkaProjector:
         *,
         idle_exit: float | None = None,
         on_batch: Callable[[KafkaProjector, int], None] | None = None,
+        checkpoint_every: int | None = None,
     ) -> int:
-        """Project until stopped (or idle for ``idle_exit`` seconds)."""
+        """Project until stopped (or idle for ``idle_exit`` seconds).
+
+        With ``checkpoint_every``, a checkpoint is written whenever that many decisions were
+        projected since the last one (and the folded state has caught up with the store).
+        """
         total = 0
+        since_checkpoint = 0
         idle_since = time.monotonic()
         while not self._stop:
             n = self.step()
             total += n
+            since_checkpoint += n
+            if (
+                checkpoint_every is not None
+                and since_checkpoint >= checkpoint_every
+                and self.state.head == self.applied
+            ):
+                info = self.checkpoint()
+                _log("projector.checkpoint", graph=self.graph, version=info.version)
+                since_checkpoint = 0
             if on_batch is not None:
                 on_batch(self, n)
             if n:

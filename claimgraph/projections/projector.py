@@ -109,6 +109,10 @@ class Projector:
         self._wb = WriteBatch(raw_mode=True)
         self._pending = 0
         self._claim_records: dict[str, dict[str, Any]] = {}
+        # claim rows in the current batch, so an erase later in the batch can scrub them too
+        self._staged_claims: dict[str, list[tuple[bytes, dict[str, Any]]]] = {}
+        self.erased: list[tuple[str, int]] = []  # (claim, version) erased, not yet scrubbed
+        self.checkpoints: Path | None = None  # checkpoints to scrub of erased payloads
 
     @property
     def applied(self) -> int:
@@ -124,7 +128,9 @@ class Projector:
             record = self._claim_records.get(claim_id)
             if record is None:
                 record = self._load_claim(claim_id)
-            wb.put(entity_key(CLAIM, claim_id, version), dumps(claim_row(record, status, version)))
+            ckey, crow = entity_key(CLAIM, claim_id, version), claim_row(record, status, version)
+            wb.put(ckey, dumps(crow))
+            self._staged_claims.setdefault(claim_id, []).append((ckey, crow))
         for key in ch.edges:
             state, conflict, visible = st.edge_own(key)
             value = dumps([state, conflict, visible])
@@ -147,6 +153,10 @@ class Projector:
             wb.put(entity_key(CALIBRATION, SEP.join(k), version), dumps(st.record[k]))
         if d["schema"] is not None:
             wb.put(entity_key(SCHEMA, "", version), dumps(dict(d["schema"])))
+        if d["command_type"] == "erase" and d["kind"] == "accepted" and d["target"]:
+            from .erasure import stage_erase
+
+            stage_erase(self, d["target"], version)
         if self.index_inputs:
             wb.put(rows.input_key(d["input_offset"]), rows.pack_version(version))
         self._pending += 1
@@ -172,6 +182,14 @@ class Projector:
             self.store.write(self._wb)
             self._wb = WriteBatch(raw_mode=True)
             self._pending = 0
+        self._staged_claims = {}
+        if self.erased:
+            from .erasure import purge, scrub_dir
+
+            purge(self.store.db, self.erased)
+            if self.checkpoints is not None:
+                scrub_dir(self.checkpoints, self.erased)
+            self.erased = []
         if len(self._claim_records) > 8192:  # bounded: older records are read back
             self._claim_records.clear()
 

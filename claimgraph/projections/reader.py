@@ -1,8 +1,10 @@
 """Reads of the versioned projection at any version: edge, slot, neighbors, history, quarantine.
 
 Every read takes ``at`` (a version, i.e. a decisions-log offset) and sees exactly the
-decisions with offset <= ``at``. Results are tri-state: ``present``, ``absent`` or
-``unknown`` (a quarantined edge or slot, with the id of the conflict that holds it).
+decisions with offset <= ``at``; a read below the projection's retention horizon raises
+:class:`~claimgraph.errors.VersionPruned` (see :mod:`claimgraph.retention`). Results are
+tri-state: ``present``, ``absent`` or ``unknown`` (a quarantined edge or slot, with the id of
+the conflict that holds it).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ..errors import UnknownSlotError
 from ..fold import SEP, edge_key, slot_keys
 from ..model import OnUnknown
 from ..policy import GraphSchema, parse_schema
+from ..retention import check_at, horizon_of
 from .rows import (
     ADJ,
     CALIBRATION,
@@ -197,6 +200,7 @@ class ProjectionReader:
         return self._schema_cache
 
     def schema_row(self, at: int) -> dict[str, Any] | None:
+        check_at(self.db, at)
         raw = self._at(SCHEMA, "", at)
         return loads(raw) if raw is not None else None
 
@@ -218,6 +222,7 @@ class ProjectionReader:
         *,
         halt: bool = True,
     ) -> EdgeView:
+        check_at(self.db, at)
         key = edge_key(edge_type, subject[0], subject[1], obj[0], obj[1])
         raw = self._at(EDGE, key, at)
         state, conflict, claims = ("absent", None, []) if raw is None else loads(raw)
@@ -244,6 +249,7 @@ class ProjectionReader:
         halt: bool = True,
     ) -> SlotView:
         """The objects a subject holds (``out``) or the subjects holding an object (``in``)."""
+        check_at(self.db, at)
         slot = SEP.join((edge_type, direction, node[0], node[1]))
         conflict = self._slot_conflict(slot, at)
         nodes = tuple(
@@ -275,6 +281,7 @@ class ProjectionReader:
     ) -> list[NeighborView]:
         if direction not in ("out", "in"):
             raise ValueError("direction must be 'out' or 'in'")
+        check_at(self.db, at)
         prefix = SEP.join((node[0], node[1], direction)) + SEP
         if edge_type is not None:
             prefix += edge_type + SEP
@@ -314,10 +321,12 @@ class ProjectionReader:
     def history(
         self, edge_type: str, subject: tuple[str, str], obj: tuple[str, str], at: int
     ) -> list[dict[str, Any]]:
+        """The edge's changes at versions in [horizon, ``at``], oldest first."""
+        check_at(self.db, at)
         key = edge_key(edge_type, subject[0], subject[1], obj[0], obj[1])
         prefix = HISTORY + key.encode("utf-8") + b"\x00"
         it = self.db.iter()
-        it.seek(prefix)
+        it.seek(prefix + horizon_of(self.db).to_bytes(8, "big"))
         out: list[dict[str, Any]] = []
         while it.valid():
             k = it.key()
@@ -333,14 +342,17 @@ class ProjectionReader:
         return out
 
     def claim(self, claim_id: str, at: int) -> dict[str, Any] | None:
+        check_at(self.db, at)
         raw = self._at(CLAIM, claim_id, at)
         return loads(raw) if raw is not None else None
 
     def conflict(self, conflict_id: str, at: int) -> dict[str, Any] | None:
+        check_at(self.db, at)
         raw = self._at(CONFLICT, conflict_id, at)
         return loads(raw) if raw is not None else None
 
     def quarantine(self, at: int, *, include_closed: bool = False) -> list[dict[str, Any]]:
+        check_at(self.db, at)
         out = []
         for _, raw in self._scan_at(CONFLICT, "", at):
             row = loads(raw)
@@ -370,6 +382,7 @@ class ProjectionReader:
 
     def rows_at(self, at: int) -> Iterator[tuple[bytes, bytes]]:
         """Every entity's row as of ``at`` (for digests), in key order."""
+        check_at(self.db, at)
         for family in (ADJ, CALIBRATION, CONFLICT, EDGE, CLAIM, SLOT, SCHEMA):
             for ent, raw in self._scan_at(family, "", at):
                 yield family + ent.encode("utf-8"), raw

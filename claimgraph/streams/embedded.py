@@ -5,13 +5,16 @@ pure core, and writes the decisions together with the advanced position in one s
 Only then does the projector write the rows of those decisions (with its applied offset) to
 the projection. On start, the folded state is rebuilt from the decisions log, and the
 projector re-applies whatever decisions it had not yet applied, so a crash between any two
-writes neither loses nor duplicates a decision or a row.
+writes neither loses nor duplicates a decision or a row. With a checkpoints directory, the
+state starts from the newest usable checkpoint (:mod:`claimgraph.checkpoints`) and only the
+log's tail after it is folded.
 """
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from pathlib import Path
 
 from rocksdict import WriteBatch
 
@@ -36,11 +39,12 @@ def fold_decisions(
     upto: int | None = None,
     progress: Progress | None = None,
     batch: int = 4096,
+    start: int = 0,
 ) -> None:
-    """Fold the decisions log into ``state``; stage rows above the projector's applied offset."""
+    """Fold the decisions log from ``start`` into ``state``; stage rows above the applied offset."""
     end = logs.decisions.end() if upto is None else upto + 1
     applied = projector.applied if projector is not None else end
-    pos = 0
+    pos = start
     while pos < end:
         records = logs.decisions.read(pos, min(batch, end - pos))
         if not records:
@@ -68,11 +72,27 @@ class EmbeddedRuntime:
         graph: str,
         *,
         progress: Progress | None = None,
+        checkpoints: Path | None = None,
     ) -> None:
         self.logs = logs
         self.state = GraphState(graph)
+        self.resumed_from: int | None = None  # the checkpoint version the state started at
+        start = 0
+        if checkpoints is not None:
+            from ..checkpoints import resume
+
+            def record_at(v: int) -> bytes | None:
+                rec = logs.decisions.get(v)
+                return rec.value if rec is not None else None
+
+            found = resume(checkpoints, graph, projection.applied(), record_at)
+            if found is not None:
+                self.state = found[1]
+                self.resumed_from = found[0].version
+                start = found[0].version + 1
         self.projector = Projector(projection, self.state)
-        fold_decisions(logs, self.state, self.projector, progress=progress)
+        self.projector.checkpoints = checkpoints
+        fold_decisions(logs, self.state, self.projector, progress=progress, start=start)
 
     @property
     def position(self) -> int:

@@ -37,6 +37,7 @@ from typing import Any, cast
 from ..admission import HANDLERS as _ADMISSION
 from ..admission import Refusal as _Reject
 from ..admission import admit as _admit
+from ..erasure import decide_erase
 from ..errors import DecodeError, SchemaError
 from ..fold import LOST, SEP, SUPERSEDED, VISIBLE, WITHHELD, GraphState, edge_key, edge_parts
 from ..governance import Vote, label, merge, outcome_by, signals
@@ -1027,6 +1028,12 @@ def _invalid(state: GraphState, cmd: Command, d: Decision) -> None:
     raise _Reject(Reason.MALFORMED, c["error"])
 
 
+def _erase(state: GraphState, cmd: Command, d: Decision) -> None:
+    rejected = decide_erase(state, cmd, d)
+    if rejected is not None:
+        raise _Reject(*rejected)
+
+
 _HANDLERS: dict[str, Callable[[GraphState, Command, Decision], None]] = {
     "claim": _claim,
     "retract": _retract,
@@ -1039,6 +1046,7 @@ _HANDLERS: dict[str, Callable[[GraphState, Command, Decision], None]] = {
     "escalate": _escalate,
     "invalid_input": _invalid,
     **_ADMISSION,  # register_key, revoke_key, refused
+    "erase": _erase,
 }
 
 assert SEP  # edge keys are built with fold.SEP; ids are checked printable so it cannot clash

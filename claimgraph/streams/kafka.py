@@ -10,7 +10,9 @@ all, so a crash at any point neither loses nor duplicates a decision.
 
 On start (after ``init_transactions``, so no zombie transaction is still open) the governor
 folds the committed decisions log into one :class:`GraphState` per graph and resumes at the
-committed input offset. The decision logic is the pure core (:func:`decide` and
+committed input offset; with a checkpoints directory it starts from its newest state snapshot
+(:func:`claimgraph.checkpoints.save_states`) and folds only the decisions after it. The
+decision logic is the pure core (:func:`decide` and
 :meth:`GraphState.evolve`), the very code the embedded runtime runs.
 
 Versions are Kafka offsets, which have gaps; the governor folds decisions by sequence number
@@ -30,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -98,15 +101,21 @@ def _bounded(call: Callable[[], object], seconds: float) -> None:
 
 
 def fold_partition(
-    cfg: KafkaConfig, partition: int, progress: Callable[[int], None] | None = None
+    cfg: KafkaConfig,
+    partition: int,
+    progress: Callable[[int], None] | None = None,
+    *,
+    start: int = 0,
+    states: dict[str, GraphState] | None = None,
 ) -> tuple[dict[str, GraphState], int]:
     """Fold the committed decisions of a partition into per-graph states (by sequence).
 
-    Returns the states and the number of decisions folded.
+    ``start`` and ``states`` continue from a snapshot. Returns the states and the number of
+    decisions folded.
     """
-    states: dict[str, GraphState] = {}
+    states = {} if states is None else states
     n = 0
-    for rec, key in read_partition(cfg, cfg.decisions_topic, partition, 0, None, 30.0):
+    for rec, key in read_partition(cfg, cfg.decisions_topic, partition, start, None, 30.0):
         d = decode_decision(rec.value)
         graph = key.decode("utf-8") if key else d["graph"]
         st = states.get(graph)
@@ -137,6 +146,8 @@ class KafkaGovernor:
         batch_ms: int = 100,
         owner: str | None = None,
         on_batch: Callable[[KafkaGovernor, int], None] | None = None,
+        checkpoints: Path | None = None,
+        checkpoint_every: int | None = None,
     ) -> None:
         self.cfg = cfg
         self.partition = partition
@@ -147,6 +158,11 @@ class KafkaGovernor:
         self.transactional_id = f"{cfg.prefix}-governor-p{partition}"
         self.group_id = f"{cfg.prefix}-governor-p{partition}"
         self.states: dict[str, GraphState] = {}
+        self.checkpoints = checkpoints
+        self.checkpoint_every = checkpoint_every
+        self.resumed_from: int | None = None  # the decisions offset the snapshot ended at
+        self._last: tuple[int, bytes] | None = None  # the newest decision we produced
+        self._since_checkpoint = 0
         self.stats = GovernorStats()
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
@@ -173,7 +189,22 @@ class KafkaGovernor:
             )
         )
         self._producer.init_transactions(30)  # fences zombies, aborts their open transaction
-        self.states, n = fold_partition(self.cfg, self.partition)
+        states: dict[str, GraphState] | None = None
+        begin = 0
+        if self.checkpoints is not None:
+            from ..checkpoints import load_states
+
+            def record_at(offset: int) -> bytes | None:
+                recs = read_partition(
+                    self.cfg, self.cfg.decisions_topic, self.partition, offset, 1, 5.0
+                )
+                return recs[0][0].value if recs and recs[0][0].offset == offset else None
+
+            found = load_states(self.checkpoints, f"governor-p{self.partition}", record_at)
+            if found is not None:
+                self.resumed_from, states = found
+                begin = self.resumed_from + 1
+        self.states, n = fold_partition(self.cfg, self.partition, start=begin, states=states)
         self._consumer = Consumer(
             self.cfg.client(
                 **{
@@ -194,6 +225,7 @@ class KafkaGovernor:
             partition=self.partition,
             owner=self.owner,
             decisions=n,
+            resumed_from=self.resumed_from,
             graphs=len(self.states),
             resume_at=start,
         )
@@ -257,6 +289,7 @@ class KafkaGovernor:
             else:
                 delivered.append((msg.key().decode("utf-8"), msg.offset()))
 
+        last_value = b""
         try:
             producer.begin_transaction()
             for m in msgs:
@@ -269,7 +302,8 @@ class KafkaGovernor:
                 d = decide(st, m.value() or b"", int(m.offset() or 0), m.timestamp()[1])
                 st.evolve(d, st.decisions)
                 self._count(d)
-                self._produce(producer, graph, encode_decision(d), on_delivery)
+                last_value = encode_decision(d)
+                self._produce(producer, graph, last_value, on_delivery)
             last = int(msgs[-1].offset() or 0)
             positions = [
                 TopicPartition(
@@ -297,10 +331,28 @@ class KafkaGovernor:
             offsets.append(offset)
         self.stats.transactions += 1
         self.stats.commands += len(msgs)
+        self._last = (delivered[-1][1], last_value)
+        self._since_checkpoint += len(msgs)
+        if self.checkpoint_every is not None and self._since_checkpoint >= self.checkpoint_every:
+            self.checkpoint()
         gc.freeze()  # the folded state is long-lived: keep it out of full collections
         if self.on_batch is not None:
             self.on_batch(self, len(msgs))
         return len(msgs)
+
+    def checkpoint(self) -> Path | None:
+        """Snapshot the folded states after the newest committed decision (None: nothing yet)."""
+        if self.checkpoints is None or self._last is None:
+            return None
+        from ..checkpoints import save_states
+
+        offset, record = self._last
+        path = save_states(
+            self.checkpoints, f"governor-p{self.partition}", self.states, offset, record
+        )
+        self._since_checkpoint = 0
+        _log("governor.checkpoint", partition=self.partition, offset=offset)
+        return path
 
     def _produce(
         self,

@@ -1,0 +1,98 @@
+"""Erasure in the projection: scrub an erased claim's rows at every version (see erasure.py).
+
+The decision is pure (:mod:`claimgraph.erasure`); this module does the I/O: on an accepted
+erase at version E the projector rewrites every row of the claim with its payload replaced
+by the tombstone and ``"erased": E``, writes an erasure row (family ``X``) at E, compacts the
+claim's keys so the overwritten bytes leave the files, and scrubs checkpoints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rocksdict import Rdict, WriteBatch
+
+from ..erasure import scrub_row
+from .rows import CLAIM, dumps, entity_key, loads
+
+if TYPE_CHECKING:
+    from .projector import Projector
+
+__all__ = ["ERASED", "erased_at", "purge", "scrub_claim", "scrub_dir", "stage_erase"]
+
+ERASED = b"X"  # erasure rows: X ‖ claim id ‖ 0x00 ‖ inv(version of the erase)
+
+
+def scrub_claim(db: Rdict, wb: WriteBatch, claim_id: str, version: int) -> int:
+    """Stage the scrubbed rows of ``claim_id`` and its erasure row into ``wb``."""
+    prefix = CLAIM + claim_id.encode("utf-8") + b"\x00"
+    it = db.iter()
+    it.seek(prefix)
+    n = 0
+    while it.valid():
+        k: bytes = it.key()
+        if not k.startswith(prefix) or len(k) != len(prefix) + 8:
+            break
+        row = loads(it.value())
+        if row.get("erased") is None:
+            wb.put(k, dumps(scrub_row(row, version)))
+            n += 1
+        it.next()
+    wb.put(entity_key(ERASED, claim_id, version), dumps(version))
+    return n
+
+
+def stage_erase(projector: Projector, claim_id: str, version: int) -> None:
+    """Projector hook for an accepted erase at ``version``: the scrubbed rows go into the
+    projector's current batch, with the decision's applied offset (never ahead of the log)."""
+    wb = projector._wb
+    scrub_claim(projector.store.db, wb, claim_id, version)  # rows already written
+    for key, row in projector._staged_claims.get(claim_id, ()):  # rows earlier in this batch
+        if row.get("erased") is None:
+            wb.put(key, dumps(scrub_row(row, version)))
+    record = projector._claim_records.get(claim_id)
+    if record is not None:  # later rows of the claim are built from the scrubbed record
+        projector._claim_records[claim_id] = scrub_row(record, version)
+        projector._claim_records[claim_id].pop("erased")
+    projector.erased.append((claim_id, version))
+
+
+def purge(db: Rdict, erased: list[tuple[str, int]]) -> None:
+    """Drop the overwritten payload bytes from the files: flush, then compact the claims' keys."""
+    db.flush()
+    for claim_id, _ in erased:
+        prefix = CLAIM + claim_id.encode("utf-8")
+        db.compact_range(prefix + b"\x00", prefix + b"\x01")
+
+
+def erased_at(db: Rdict, claim_id: str) -> int | None:
+    """The version at which a claim's payload was erased (None: it was not)."""
+    prefix = ERASED + claim_id.encode("utf-8") + b"\x00"
+    it = db.iter()
+    it.seek(prefix)
+    if it.valid() and it.key().startswith(prefix) and len(it.key()) == len(prefix) + 8:
+        return int(loads(it.value()))
+    return None
+
+
+def scrub_dir(root: Path, erased: list[tuple[str, int]]) -> int:
+    """Scrub erased claims from every checkpoint's projection under ``root``; rows rewritten."""
+    from ..logs.embedded import open_rdict
+
+    if not erased or not root.is_dir():
+        return 0
+    n = 0
+    for cp in sorted(root.iterdir()):
+        if not (cp / "checkpoint.json").is_file():
+            continue
+        db = open_rdict(cp / "projection", create=False)
+        try:
+            wb = WriteBatch(raw_mode=True)
+            for claim_id, version in erased:
+                n += scrub_claim(db, wb, claim_id, version)
+            db.write(wb)
+            purge(db, erased)
+        finally:
+            db.close()
+    return n

@@ -1,0 +1,116 @@
+"""Read replicas: a projection opened as a RocksDB *secondary* instance in another process.
+
+RocksDB allows one writer per database; any number of other processes can open it as a
+secondary and call ``try_catch_up_with_primary()`` to see what the writer (the embedded graph,
+or a Kafka projector) has written since. So reads scale across processes on one machine.
+
+A replica serves reads at any version like the primary: ``at=`` is honoured, a version it
+has not seen yet is waited for (catching up until it arrives or the timeout passes), and a
+version below the horizon raises VersionPruned. Versions at or below the head a replica has
+already seen never change, so reads at them need no catch-up; ``head()`` catches up at most
+every ``refresh`` seconds.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rocksdict import AccessType, Options, Rdict
+
+from ..api import GraphReads
+from ..errors import ConfigError, StorageError, VersionNotYetAvailable
+from ..retention import horizon_of
+from .projector import ProjectionStore
+from .reader import ProjectionReader
+
+__all__ = ["Replica", "open_replica"]
+
+
+class Replica(GraphReads):
+    """Read-only access to a projection another process writes (embedded or Kafka)."""
+
+    def __init__(self, projection: Path, name: str, *, refresh: float = 0.0) -> None:
+        self.projection = projection
+        self.name = name
+        self.refresh = refresh
+        self._scratch = Path(tempfile.mkdtemp(prefix="claimgraph-replica-"))
+        opts = Options(raw_mode=True)
+        opts.set_max_open_files(-1)  # keep files the primary compacts away readable until caught up
+        try:
+            self.db = Rdict(
+                str(projection), opts, access_type=AccessType.secondary(str(self._scratch))
+            )
+        except Exception as exc:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            raise StorageError(f"cannot open {projection} as a replica: {exc}") from None
+        self.reader = ProjectionReader(self.db)
+        self._seen = -1
+        self._caught_up = 0.0
+        self.catch_up()
+
+    def catch_up(self) -> int:
+        """See what the primary has written since; return the head now served."""
+        try:
+            self.db.try_catch_up_with_primary()
+        except Exception as exc:
+            raise StorageError(f"replica of {self.projection} cannot catch up: {exc}") from None
+        self._caught_up = time.monotonic()
+        self._seen = max(self._seen, ProjectionStore.applied_of(self.db))
+        return self._seen
+
+    def head(self) -> int:
+        """The newest version this replica serves (catching up if ``refresh`` has passed)."""
+        if time.monotonic() - self._caught_up >= self.refresh:
+            return self.catch_up()
+        return self._seen
+
+    def horizon(self) -> int:
+        return horizon_of(self.db)
+
+    def wait_for(self, version: int, timeout: float = 0.0) -> int:
+        if version <= self._seen:
+            return self._seen
+        deadline = time.monotonic() + timeout
+        while True:
+            h = self.catch_up()
+            if version <= h:
+                return h
+            if time.monotonic() >= deadline:
+                raise VersionNotYetAvailable(version, h, timeout)
+            time.sleep(0.01)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "graph": self.name,
+            "replica_of": str(self.projection),
+            "head": self.head(),
+            "horizon": self.horizon(),
+        }
+
+    def close(self) -> None:
+        self.db.close()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def __enter__(self) -> Replica:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_replica(path: str | Path, *, refresh: float = 0.0) -> Replica:
+    """A replica of the projection in data directory ``path`` (embedded, or a projector's)."""
+    import json
+
+    p = Path(path)
+    try:
+        name = str(json.loads((p / "graph.json").read_text("utf-8"))["graph"])
+    except (OSError, ValueError, KeyError):
+        raise ConfigError(f"{p} is not a claimgraph data or projector directory") from None
+    if not (p / "projection").is_dir():
+        raise ConfigError(f"{p} holds no projection yet")
+    return Replica(p / "projection", name, refresh=refresh)
