@@ -35,8 +35,14 @@ def _write(g: Graph, start: int, n: int) -> None:
                   command_id=f"d{i}", **kw)  # fmt: skip
 
 
+def _clock() -> int:
+    """One fixed append time: decisions carry their log time (conflict rows show when they
+    opened), so two graphs fed the same calls are only equal if their logs' times are."""
+    return T0
+
+
 def _new(path: Path) -> Graph:
-    g = claimgraph.open(path, create=True, graph="test")
+    g = claimgraph.open(path, create=True, graph="test", clock=_clock)
     g.publish_schema(SCHEMA, agent="admin", command_id="schema")
     return g
 
@@ -52,7 +58,7 @@ def test_restart_from_checkpoint_plus_tail_equals_full_replay(tmp_path: Path) ->
     _write(g, 30, 10)
     g.close()
 
-    g = open_graph(tmp_path / "a")
+    g = open_graph(tmp_path / "a", clock=_clock)
     try:
         assert g.runtime.resumed_from == info.version  # did not replay from version 0
         _write(g, 40, 10)  # the governor decides from the checkpointed state
