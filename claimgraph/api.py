@@ -9,6 +9,7 @@ reaches the governor and where the projection lives.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -321,6 +322,17 @@ class GraphWrites:
         return self._send("tick", agent, "", None, {})
 
 
+_BLOCKED_LOCK = threading.Lock()
+
+
+def _attribution(obj: Any) -> threading.local:
+    with _BLOCKED_LOCK:
+        local: threading.local | None = obj.__dict__.get("_run_attribution")
+        if local is None:
+            local = obj.__dict__["_run_attribution"] = threading.local()
+        return local
+
+
 class GraphReads:
     """Reads at a version; subclasses provide ``reader``, ``head()`` and ``wait_for()``.
 
@@ -330,15 +342,26 @@ class GraphReads:
     """
 
     reader: ProjectionReader
-    blocked_run: str | None = None  # the run reads are attributed to (set by runs)
     _blocked: dict[tuple[str | None, str], set[str]]
+
+    @property
+    def blocked_run(self) -> str | None:
+        """The run this thread's reads are attributed to (set by runs; per thread, so runs in
+        several threads sharing one graph keep their blocked reads apart)."""
+        return getattr(_attribution(self), "run", None)
+
+    @blocked_run.setter
+    def blocked_run(self, run: str | None) -> None:
+        _attribution(self).run = run
 
     def _note_blocked(self, conflict_id: str | None, query: str) -> None:
         if not conflict_id:
             return
-        if not hasattr(self, "_blocked"):
-            self._blocked = {}
-        self._blocked.setdefault((self.blocked_run, conflict_id), set()).add(query)
+        run = self.blocked_run
+        with _BLOCKED_LOCK:
+            if not hasattr(self, "_blocked"):
+                self._blocked = {}
+            self._blocked.setdefault((run, conflict_id), set()).add(query)
 
     def blocked_reads(self) -> dict[tuple[str | None, str], int]:
         """(run, conflict) → distinct blocked reads not yet reported."""
@@ -349,15 +372,17 @@ class GraphReads:
 
         One ``read_blocked`` command per (run, conflict), counting distinct queries.
         """
-        pending = getattr(self, "_blocked", {})
         send = getattr(self, "read_blocked", None)
-        out = []
-        for key in sorted(pending, key=lambda k: (k[0] or "", k[1])):
-            if send is None or (run is not None and key[0] != run):
-                continue
-            out.append(send(key[1], len(pending[key]), agent=agent, run_id=key[0]))
-            del pending[key]
-        return out
+        if send is None:
+            return []
+        with _BLOCKED_LOCK:  # take this flush's entries; other threads keep noting theirs
+            pending = getattr(self, "_blocked", {})
+            mine = sorted(
+                (k for k in pending if run is None or k[0] == run),
+                key=lambda k: (k[0] or "", k[1]),
+            )
+            counts = [(k, len(pending.pop(k))) for k in mine]
+        return [send(k[1], n, agent=agent, run_id=k[0]) for k, n in counts]
 
     def head(self) -> int:
         raise NotImplementedError

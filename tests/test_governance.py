@@ -569,3 +569,34 @@ def test_escalation_payload_is_self_contained(refunds: Graph) -> None:
     assert refunds.escalate(b.decision["conflict_id"] or "", agent="intern", reason="x").reason == (
         "not_resolver"
     )
+
+
+def test_runs_in_threads_keep_their_blocked_reads_apart(refunds: Graph) -> None:
+    """Two runs in two threads share one graph; each run's blocked reads are its own."""
+    _refund(refunds, "R-1", "REJECT", "risk-control-agent", 0.8)
+    a = _refund(refunds, "R-1", "HOLD", "experience-agent", 0.8)
+    conflict = a.decision["conflict_id"]
+    barrier = threading.Barrier(2)
+    noted: dict[str, dict[tuple[str | None, str], int]] = {}
+
+    def work(run: str, reads: int) -> None:
+        refunds.blocked_run = run
+        barrier.wait()
+        for i in range(reads):
+            refunds.edge("refund_decision", "refund:R-1", f"verdict:V{i}")
+        barrier.wait()
+        noted[run] = refunds.blocked_reads()
+
+    threads = [
+        threading.Thread(target=work, args=("run-a", 3)),
+        threading.Thread(target=work, args=("run-b", 1)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert noted["run-a"] == {("run-a", conflict): 3, ("run-b", conflict): 1}
+    assert refunds.blocked_run is None  # this thread attributes its reads to no run
+    [r] = refunds.flush_blocked(run="run-b")
+    assert (r.decision["run_id"], r.decision["count"]) == ("run-b", 1)
+    assert refunds.blocked_reads() == {("run-a", conflict): 3}
