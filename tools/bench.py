@@ -1026,7 +1026,14 @@ def write_report(path: Path, r: dict[str, Any]) -> None:
     L += ["", "### Neighbors", ""]
     L += _profile_tables(r["reads"]["profile_neighbors"], "neighbors queries")
     L += [""]
-    path.write_text("\n".join(L), encoding="utf-8")
+    # the other benchmarks (Kafka, HTTP, versions) own the sections after their markers: keep
+    # them, so re-running this one alone does not erase their last results
+    tail = ""
+    if path.exists():
+        old = path.read_text(encoding="utf-8")
+        cut = old.find("\n<!-- ")
+        tail = old[cut + 1 :] if cut >= 0 else ""
+    path.write_text("\n".join(L) + ("\n" + tail if tail else ""), encoding="utf-8")
 
 
 # -- main ------------------------------------------------------------------------------------
