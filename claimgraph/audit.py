@@ -34,7 +34,7 @@ from .graph import Graph
 from .projections.projector import ProjectionStore, Projector
 from .projections.reader import ProjectionReader
 from .projections.rows import META, version_of
-from .retention import collect, horizon_of
+from .retention import catch_up, collect, horizon_of
 from .streams.embedded import GOVERNOR_POSITION, fold_decisions
 from .streams.governor import decide
 from .wire import decode_decision, encode_decision
@@ -366,7 +366,7 @@ def compare_with_reprojection(cfg: Any, graph: str, path: Path) -> tuple[int, in
             access_type=AccessType.secondary(str(scratch / "secondary")),
         )
         try:
-            live.try_catch_up_with_primary()
+            catch_up(live)
             head = ProjectionStore.applied_of(live)
             fresh = KafkaProjector(cfg, graph, scratch / "fresh")
             try:

@@ -25,7 +25,7 @@ from .logs.kafka import KafkaConfig, KafkaLog, partition_for, topic_partitions, 
 from .model import Command, Decision
 from .projections.projector import ProjectionStore
 from .projections.reader import ProjectionReader
-from .retention import PinRegistry
+from .retention import PinRegistry, catch_up
 from .runs import RunsMixin, decode_events, encode_events
 from .wire import decode_decision, encode_command
 
@@ -167,7 +167,7 @@ class KafkaGraph(GraphWrites, GraphReads, RunsMixin):
             raise ConfigError(
                 "reads need a projection: pass --data DIR of a running claimgraph projector"
             )
-        self._db.try_catch_up_with_primary()
+        catch_up(self._db)
 
     def head(self) -> int:
         self._catch_up()

@@ -52,14 +52,17 @@ if TYPE_CHECKING:
     from .graph import Graph
 
 __all__ = [
+    "HORIZON_EPOCH",
     "HORIZON_KEY",
     "GcReport",
     "Pin",
     "PinRegistry",
+    "catch_up",
     "check_at",
     "collect",
     "gc_graph",
     "gc_projection",
+    "horizon_changed",
     "horizon_of",
     "parse_age",
     "resolve_horizon",
@@ -77,6 +80,24 @@ def horizon_of(db: Rdict) -> int:
     """The horizon recorded in a projection database (0: nothing was ever pruned)."""
     v = db.get(HORIZON_KEY)
     return int(_U64.unpack(v)[0]) if v is not None else 0
+
+
+# Readers cache the horizon (a RocksDB get per read cost ~2 µs, a fifth of a point read).
+# A horizon can only change under a reader in this process in two ways: a GC in this
+# process (the primary has one writer), or a secondary catching up with its primary. Both
+# bump this epoch, and a reader re-reads the horizon when the epoch moved.
+HORIZON_EPOCH = [0]
+
+
+def horizon_changed() -> None:
+    """Invalidate every reader's cached horizon in this process."""
+    HORIZON_EPOCH[0] += 1
+
+
+def catch_up(db: Rdict) -> None:
+    """``try_catch_up_with_primary`` on a secondary; the primary may have moved its horizon."""
+    db.try_catch_up_with_primary()
+    horizon_changed()
 
 
 def check_at(db: Rdict, at: int) -> None:
@@ -254,6 +275,7 @@ def collect(
     wo.sync = True
     if horizon > horizon_of(db):  # first, so a reader that misses a row sees why
         db.put(HORIZON_KEY, _U64.pack(horizon), wo)
+        horizon_changed()  # before any row goes
     wo_fast = WriteOptions()
     wo_fast.sync = False
     try:

@@ -16,11 +16,11 @@ from typing import Any
 
 from rocksdict import Rdict
 
-from ..errors import UnknownSlotError
+from ..errors import UnknownSlotError, VersionPruned
 from ..fold import SEP, edge_key, slot_keys
 from ..model import OnUnknown
 from ..policy import GraphSchema, parse_schema
-from ..retention import check_at, horizon_of
+from ..retention import HORIZON_EPOCH, horizon_of
 from .rows import (
     ADJ,
     CALIBRATION,
@@ -127,8 +127,20 @@ class ProjectionReader:
         # (versions of schema rows ascending, their schemas, known up to this version): one
         # tuple, replaced whole, so that threads serving reads never see half an update
         self._schema_cache: tuple[list[int], list[GraphSchema], int] = ([], [], -1)
+        # (epoch, horizon): the retention horizon, re-read when retention's epoch moves
+        self._horizon: tuple[int, int] = (-1, 0)
 
     # -- primitives ---------------------------------------------------------------------------
+
+    def _check(self, at: int) -> None:
+        """Raise :class:`VersionPruned` if ``at`` is below the projection's horizon."""
+        epoch, horizon = self._horizon
+        if epoch != HORIZON_EPOCH[0]:
+            epoch = HORIZON_EPOCH[0]  # first: a GC after this read bumps it again
+            horizon = horizon_of(self.db)
+            self._horizon = (epoch, horizon)
+        if 0 <= at < horizon:
+            raise VersionPruned(at, horizon)
 
     def _at(self, family: bytes, entity: str, at: int) -> bytes | None:
         if at < 0:
@@ -200,7 +212,7 @@ class ProjectionReader:
         return self._schema_cache
 
     def schema_row(self, at: int) -> dict[str, Any] | None:
-        check_at(self.db, at)
+        self._check(at)
         raw = self._at(SCHEMA, "", at)
         return loads(raw) if raw is not None else None
 
@@ -222,7 +234,7 @@ class ProjectionReader:
         *,
         halt: bool = True,
     ) -> EdgeView:
-        check_at(self.db, at)
+        self._check(at)
         key = edge_key(edge_type, subject[0], subject[1], obj[0], obj[1])
         raw = self._at(EDGE, key, at)
         state, conflict, claims = ("absent", None, []) if raw is None else loads(raw)
@@ -249,7 +261,7 @@ class ProjectionReader:
         halt: bool = True,
     ) -> SlotView:
         """The objects a subject holds (``out``) or the subjects holding an object (``in``)."""
-        check_at(self.db, at)
+        self._check(at)
         slot = SEP.join((edge_type, direction, node[0], node[1]))
         conflict = self._slot_conflict(slot, at)
         nodes = tuple(
@@ -281,7 +293,7 @@ class ProjectionReader:
     ) -> list[NeighborView]:
         if direction not in ("out", "in"):
             raise ValueError("direction must be 'out' or 'in'")
-        check_at(self.db, at)
+        self._check(at)
         prefix = SEP.join((node[0], node[1], direction)) + SEP
         if edge_type is not None:
             prefix += edge_type + SEP
@@ -322,7 +334,7 @@ class ProjectionReader:
         self, edge_type: str, subject: tuple[str, str], obj: tuple[str, str], at: int
     ) -> list[dict[str, Any]]:
         """The edge's changes at versions in [horizon, ``at``], oldest first."""
-        check_at(self.db, at)
+        self._check(at)
         key = edge_key(edge_type, subject[0], subject[1], obj[0], obj[1])
         prefix = HISTORY + key.encode("utf-8") + b"\x00"
         it = self.db.iter()
@@ -342,17 +354,17 @@ class ProjectionReader:
         return out
 
     def claim(self, claim_id: str, at: int) -> dict[str, Any] | None:
-        check_at(self.db, at)
+        self._check(at)
         raw = self._at(CLAIM, claim_id, at)
         return loads(raw) if raw is not None else None
 
     def conflict(self, conflict_id: str, at: int) -> dict[str, Any] | None:
-        check_at(self.db, at)
+        self._check(at)
         raw = self._at(CONFLICT, conflict_id, at)
         return loads(raw) if raw is not None else None
 
     def quarantine(self, at: int, *, include_closed: bool = False) -> list[dict[str, Any]]:
-        check_at(self.db, at)
+        self._check(at)
         out = []
         for _, raw in self._scan_at(CONFLICT, "", at):
             row = loads(raw)
@@ -382,7 +394,7 @@ class ProjectionReader:
 
     def rows_at(self, at: int) -> Iterator[tuple[bytes, bytes]]:
         """Every entity's row as of ``at`` (for digests), in key order."""
-        check_at(self.db, at)
+        self._check(at)
         for family in (ADJ, CALIBRATION, CONFLICT, EDGE, CLAIM, SLOT, SCHEMA):
             for ent, raw in self._scan_at(family, "", at):
                 yield family + ent.encode("utf-8"), raw

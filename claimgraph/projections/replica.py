@@ -23,7 +23,7 @@ from rocksdict import AccessType, Options, Rdict
 
 from ..api import GraphReads
 from ..errors import ConfigError, StorageError, VersionNotYetAvailable
-from ..retention import horizon_of
+from ..retention import catch_up, horizon_of
 from .projector import ProjectionStore
 from .reader import ProjectionReader
 
@@ -55,7 +55,7 @@ class Replica(GraphReads):
     def catch_up(self) -> int:
         """See what the primary has written since; return the head now served."""
         try:
-            self.db.try_catch_up_with_primary()
+            catch_up(self.db)
         except Exception as exc:
             raise StorageError(f"replica of {self.projection} cannot catch up: {exc}") from None
         self._caught_up = time.monotonic()
