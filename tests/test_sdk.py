@@ -95,6 +95,8 @@ def test_a_run_pins_its_version_and_traces_reads_and_writes(sdk: Sdk) -> None:
         pinned = run.version
         assert pinned == g.head()
         assert live_pins(g.run_events())[run.run_id] == pinned  # retention must keep it
+        held = [p for p in g.pins.live() if p.owner.endswith(run.run_id)]
+        assert [p.version for p in held] == [pinned]  # GC stops at it (taken in either transport)
         tracer.assert_("calls", "service:a", "service:c", agent="tracer")  # after the pin
         seen = run.neighbors("service:a", edge_type="calls")
         assert [n.node for n in seen] == [("service", "b")]  # not c: the run reads at its pin
@@ -108,6 +110,7 @@ def test_a_run_pins_its_version_and_traces_reads_and_writes(sdk: Sdk) -> None:
     assert info["agent"] == "inventory" and info["task"] == "reconcile"
     events = g.run_events(run.run_id)
     assert [e["kind"] for e in events] == ["start", "read", "read", "write", "tool", "end"]
+    assert g.pins.live() == []  # released at the run's end
     assert {e["pinned_version"] for e in events} == {pinned}
     read = json.loads(events[1]["payload"])
     assert read["query"]["op"] == "neighbors"

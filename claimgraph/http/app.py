@@ -574,8 +574,26 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
         except (TypeError, ValueError) as exc:
             raise InputError(f"cannot encode the events: {exc}") from None
         with locked():
+            _pin_runs(events, p.agent)  # first: a start at a pruned version is refused whole
             graph.append_run_events(events)
         return {"appended": len(events)}
+
+    def _pin_runs(events: list[dict[str, Any]], agent: str) -> None:
+        """A run's retention pin, held by the server for runs of remote clients: taken at
+        its ``start`` event (1 h lease), released at its ``end``."""
+        from ..runs import _pins_of
+
+        registry = _pins_of(graph)
+        if registry is None:
+            return
+        for ev in events:
+            owner = f"{agent}:{ev['run_id']}"
+            if ev["kind"] == "start" and ev["pinned_version"] >= 0:
+                registry.pin(ev["pinned_version"], owner=owner, lease=3600.0)
+            elif ev["kind"] == "end":
+                for pin in registry.live():
+                    if pin.owner == owner:
+                        registry.unpin(pin.pin_id)
 
     @app.get("/v1/runs", responses=PROBLEM_RESPONSES, tags=["runs"])
     def get_runs(request: Request) -> dict[str, Any]:
