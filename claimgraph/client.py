@@ -225,6 +225,7 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
             r["version"],
             r["conflict_id"],
             tuple(r["claims"]),
+            r.get("fallback"),
         )
         if e.state == "unknown":
             self._note_blocked(e.conflict_id, f"edge {edge_type} {e.subject} {e.object}")
@@ -256,6 +257,7 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
             r["version"],
             r["conflict_id"],
             tuple(_tuple(n) for n in r["nodes"]),
+            r.get("fallback"),
         )
         if v.state == "unknown":
             self._note_blocked(v.conflict_id, f"slot {edge_type} {v.node} {direction}")

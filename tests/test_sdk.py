@@ -15,6 +15,7 @@ import pytest
 from claimgraph.errors import VersionNotYetAvailable
 from claimgraph.graph import Graph
 from claimgraph.runs import digest, live_pins
+from tests.conftest import SCHEMA
 from tests.http_fixtures import SdkFactory
 
 Sdk = tuple[SdkFactory, Graph]
@@ -212,3 +213,21 @@ def test_a_run_reports_its_blocked_reads_at_its_end(sdk: Sdk) -> None:
     )
     (c,) = g.quarantine()
     assert c["blocked_reads"] == 2 and c["blocked_runs"] == [run.run_id]
+
+
+def test_fail_closed_fallback_reaches_both_transports(sdk: Sdk) -> None:
+    """A reader of an unknown payment slot is served the fallback value, over HTTP too."""
+    as_agent, g = sdk
+    payments = SCHEMA.replace("node_types: [", "node_types: [verdict, ") + (
+        "  - name: pays\n    subject: service\n    object: verdict\n"
+        "    writers: [{agent: inventory}, {agent: tracer}]\n    cardinality: many-to-one\n"
+        "    conflict_policy: quarantine\n    domain: payment\n    fallback: {value: REJECT}\n"
+    )
+    assert g.publish_schema(payments, agent="admin").kind == "accepted"
+    g.assert_("pays", "service:a", "verdict:APPROVE", agent="inventory")
+    g.assert_("pays", "service:a", "verdict:REJECT", agent="tracer")
+    reader = as_agent("inventory")
+    slot = reader.slot("pays", "service:a")
+    edge = reader.edge("pays", "service:a", "verdict:APPROVE")
+    assert (slot.state, slot.fallback) == ("unknown", "REJECT")
+    assert (edge.state, edge.fallback) == ("unknown", "REJECT")
