@@ -39,7 +39,17 @@ from ..admission import Refusal as _Reject
 from ..admission import admit as _admit
 from ..erasure import decide_erase
 from ..errors import DecodeError, SchemaError
-from ..fold import LOST, SEP, SUPERSEDED, VISIBLE, WITHHELD, GraphState, edge_key, edge_parts
+from ..fold import (
+    LOST,
+    SEP,
+    SUPERSEDED,
+    VISIBLE,
+    WITHHELD,
+    ConflictState,
+    GraphState,
+    edge_key,
+    edge_parts,
+)
 from ..governance import Vote, label, merge, outcome_by, signals
 from ..model import (
     LIMITS,
@@ -698,28 +708,37 @@ def _retract(state: GraphState, cmd: Command, d: Decision) -> None:
             d["detail"] = f"retracted; the remaining claims of {cs.conflict} agree and are released"
 
 
+def _require_resolver(state: GraphState, agent: str) -> None:
+    _require_schema(state)
+    assert state.schema is not None
+    if not state.schema.is_resolver(agent):
+        raise _Reject(
+            Reason.NOT_RESOLVER,
+            f"agent {agent!r} is not a resolver or admin in schema revision {state.schema_rev}",
+        )
+
+
+def _open_conflict(state: GraphState, conflict_id: str) -> ConflictState:
+    """The open conflict a resolve, escalate or read_blocked command names."""
+    conflict = state.conflicts.get(conflict_id)
+    if conflict is None:
+        raise _Reject(Reason.UNKNOWN_CONFLICT, f"no conflict {conflict_id!r}")
+    if not conflict.open:
+        raise _Reject(
+            Reason.CONFLICT_CLOSED,
+            f"conflict {conflict_id!r} is already closed ({conflict.outcome})",
+        )
+    return conflict
+
+
 def _resolve(state: GraphState, cmd: Command, d: Decision) -> None:
     c = cast(ResolveCommand, cmd)
     _check_id(c["conflict_id"], "conflict_id")
     _check_id(c["resolver"], "resolver")
     _check_text(c["rationale"], "rationale", LIMITS["reasoning"])
     _check_text(c.get("inputs", ""), "inputs", LIMITS["document"])
-    _require_schema(state)
-    assert state.schema is not None
-    if not state.schema.is_resolver(c["agent"]):
-        raise _Reject(
-            Reason.NOT_RESOLVER,
-            f"agent {c['agent']!r} is not a resolver or admin "
-            f"in schema revision {state.schema_rev}",
-        )
-    conflict = state.conflicts.get(c["conflict_id"])
-    if conflict is None:
-        raise _Reject(Reason.UNKNOWN_CONFLICT, f"no conflict {c['conflict_id']!r}")
-    if not conflict.open:
-        raise _Reject(
-            Reason.CONFLICT_CLOSED,
-            f"conflict {c['conflict_id']!r} is already closed ({conflict.outcome})",
-        )
+    _require_resolver(state, c["agent"])
+    conflict = _open_conflict(state, c["conflict_id"])
     d["kind"] = "resolved"
     d["target"] = conflict.conflict_id
     d["conflict_id"] = conflict.conflict_id
@@ -736,7 +755,8 @@ def _resolve(state: GraphState, cmd: Command, d: Decision) -> None:
             f"{conflict.conflict_id!r} (held: {', '.join(conflict.claims)})"[:500],
         )
     et = state.edge_type(conflict.edge_type)
-    if et is not None and et.fallback.fails_closed and not state.schema.is_human(c["agent"]):
+    human = state.schema is not None and state.schema.is_human(c["agent"])
+    if et is not None and et.fallback.fails_closed and not human:
         ws = state.claims[winner]
         if not et.fallback.is_safe(ws.asserts, edge_parts(ws.edge)[4]):
             raise _Reject(
@@ -886,14 +906,7 @@ def _read_blocked(state: GraphState, cmd: Command, d: Decision) -> None:
         _check_id(c["run_id"], "run_id")
     if not 1 <= c["count"] <= 1_000_000:
         raise _Reject(Reason.INVALID_FIELD, f"count must be in 1..1000000, got {c['count']}")
-    conflict = state.conflicts.get(c["conflict_id"])
-    if conflict is None:
-        raise _Reject(Reason.UNKNOWN_CONFLICT, f"no conflict {c['conflict_id']!r}")
-    if not conflict.open:
-        raise _Reject(
-            Reason.CONFLICT_CLOSED,
-            f"conflict {c['conflict_id']!r} is already closed ({conflict.outcome})",
-        )
+    conflict = _open_conflict(state, c["conflict_id"])
     d["kind"] = "accepted"
     d["reason"] = Reason.READ_BLOCKED.value
     d["target"] = c["conflict_id"]
@@ -924,7 +937,9 @@ def _read_blocked(state: GraphState, cmd: Command, d: Decision) -> None:
         )
 
 
-def _exit(state: GraphState, conflict: Any, trigger: str, detail: str, d: Decision) -> None:
+def _exit(
+    state: GraphState, conflict: ConflictState, trigger: str, detail: str, d: Decision
+) -> None:
     """A conflict leaves quarantine: by the domain's fallback value, or to a human."""
     et = state.edge_type(conflict.edge_type)
     action = et.exits.on_exit if et is not None and trigger != "runs" else "escalate"
@@ -987,22 +1002,8 @@ def _escalate(state: GraphState, cmd: Command, d: Decision) -> None:
     _check_id(c["conflict_id"], "conflict_id")
     _check_id(c["resolver"], "resolver")
     _check_text(c["reason"], "reason", LIMITS["id"])
-    _require_schema(state)
-    assert state.schema is not None
-    if not state.schema.is_resolver(c["agent"]):
-        raise _Reject(
-            Reason.NOT_RESOLVER,
-            f"agent {c['agent']!r} is not a resolver or admin "
-            f"in schema revision {state.schema_rev}",
-        )
-    conflict = state.conflicts.get(c["conflict_id"])
-    if conflict is None:
-        raise _Reject(Reason.UNKNOWN_CONFLICT, f"no conflict {c['conflict_id']!r}")
-    if not conflict.open:
-        raise _Reject(
-            Reason.CONFLICT_CLOSED,
-            f"conflict {c['conflict_id']!r} is already closed ({conflict.outcome})",
-        )
+    _require_resolver(state, c["agent"])
+    conflict = _open_conflict(state, c["conflict_id"])
     if conflict.escalated_at is not None:
         raise _Reject(
             Reason.ALREADY_ESCALATED,
