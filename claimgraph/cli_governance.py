@@ -35,15 +35,15 @@ def _say(text: str) -> None:
 
 
 def _duration_s(text: str) -> float:
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    for unit in ("ms", "s", "m", "h"):
-        if text.endswith(unit) and text[: -len(unit)].replace(".", "", 1).isdigit():
-            value = float(text[: -len(unit)]) * units[unit]
-            if value > 0:
-                return value
+    """An interval such as 500ms, 10s or 5m (a bare number: seconds) in seconds."""
+    from .policy import duration_ms
+
     if text.replace(".", "", 1).isdigit() and float(text) > 0:
         return float(text)
-    raise InputError(f"{text!r} is not a duration: expected e.g. 500ms, 10s, 5m")
+    ms = duration_ms(text)
+    if ms is None:
+        raise InputError(f"{text!r} is not a duration: expected e.g. 500ms, 10s, 5m")
+    return ms / 1000
 
 
 def _claims_table(p: dict[str, Any]) -> None:

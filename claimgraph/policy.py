@@ -45,6 +45,7 @@ __all__ = [
     "ResolverSpec",
     "Rule",
     "Writer",
+    "duration_ms",
     "load_schema_file",
     "parse_schema",
 ]
@@ -463,20 +464,28 @@ def _fallback(c: _Checker, raw: Any, path: str, domain: str) -> Fallback:
     return Fallback(mode, value, tuple(safe))
 
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+
+
+def duration_ms(text: str) -> int | None:
+    """``500ms``, ``90s``, ``15m``, ``2h``, ``30d``, ``2w`` → ms; ``None`` if not a positive
+    duration (the one parser for schema deadlines, retention ages and CLI intervals)."""
+    m = _DURATION.match(text.strip().lower())
+    if m is None:
+        return None
+    ms = int(float(m.group(1)) * _UNIT_MS[m.group(2)])
+    return ms if ms > 0 else None
 
 
 def _duration(c: _Checker, value: Any, path: str) -> int | None:
     """A duration such as ``90s``, ``15m``, ``2h``, ``1d`` (or a number of ms) as ms."""
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
-    if isinstance(value, str):
-        m = _DURATION.match(value.strip())
-        if m and float(m.group(1)) > 0:
-            return int(float(m.group(1)) * _UNIT_MS[m.group(2)])
-    c.fail(path, f"expected a positive duration such as 90s, 15m, 2h or 1d, got {_kind(value)}")
-    return None
+    ms = duration_ms(value) if isinstance(value, str) else None
+    if ms is None:
+        c.fail(path, f"expected a positive duration such as 90s, 15m, 2h or 1d, got {_kind(value)}")
+    return ms
 
 
 def _positive_int(c: _Checker, value: Any, path: str) -> int | None:

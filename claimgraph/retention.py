@@ -112,11 +112,12 @@ def check_at(db: Rdict, at: int) -> None:
 
 def parse_age(text: str) -> int:
     """``90s``, ``15m``, ``12h``, ``30d``, ``2w`` → milliseconds."""
-    units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
-    t = text.strip().lower()
-    if len(t) < 2 or t[-1] not in units or not t[:-1].isdigit():
+    from .policy import duration_ms
+
+    ms = duration_ms(text)
+    if ms is None:
         raise ConfigError(f"{text!r} is not an age: expected a number and s, m, h, d or w (30d)")
-    return int(t[:-1]) * units[t[-1]]
+    return ms
 
 
 # -- pins -------------------------------------------------------------------------------------
