@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .governance import Vote, label, majority, merge, outcome_by, signals
+from .governance import iso_utc as _iso
 from .policy import DecisionChecks, EdgeType
 from .projections.reader import ProjectionReader
 
@@ -30,12 +31,6 @@ def outcome_of(claim: dict[str, Any], by: str) -> str:
         claim["object_id"],
         by,
     )
-
-
-def _iso(ms: int) -> str:
-    from .streams.governor import _iso as iso
-
-    return iso(ms)
 
 
 def conflict_payload(

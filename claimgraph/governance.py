@@ -22,11 +22,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from .model import Contribution, MergeRecord, Signal
 from .policy import DecisionChecks, EdgeType
 
-__all__ = ["Vote", "accuracy", "label", "majority", "merge", "outcome_by", "signals"]
+__all__ = [
+    "Vote",
+    "accuracy",
+    "iso_utc",
+    "label",
+    "majority",
+    "merge",
+    "outcome_by",
+    "signals",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +147,13 @@ def majority(votes: Sequence[Vote]) -> tuple[str | None, dict[str, int]]:
     if not ranked or (len(ranked) > 1 and ranked[0][1] == ranked[1][1]):
         return None, counts
     return ranked[0][0], counts
+
+
+def iso_utc(ms: int) -> str:
+    """A log or event time as ISO 8601 UTC (deterministic: no local time zone)."""
+    secs, rem = divmod(ms, 1000)
+    stamp = datetime.fromtimestamp(secs, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{stamp}.{rem:03d}Z"
 
 
 def _fmt_ms(ms: int) -> str:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any, cast
 
 from ..admission import HANDLERS as _ADMISSION
@@ -51,6 +50,7 @@ from ..fold import (
     edge_parts,
 )
 from ..governance import Vote, label, merge, outcome_by, signals
+from ..governance import iso_utc as _iso
 from ..model import (
     LIMITS,
     ClaimCommand,
@@ -586,13 +586,6 @@ def _signals(state: GraphState, d: Decision) -> None:
     cmd_like = cast(ClaimCommand, {**claim, "command_id": claim["claim_id"]})
     votes.append(_new_vote(cmd_like, by))
     d["signals"] = signals(votes, et.decision)
-
-
-def _iso(ms: int) -> str:
-    """A log or event time as ISO 8601 UTC (deterministic: no local time zone)."""
-    secs, rem = divmod(ms, 1000)
-    stamp = datetime.fromtimestamp(secs, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{stamp}.{rem:03d}Z"
 
 
 def _accept(d: Decision, supersedes: list[str], agreeing: list[str]) -> None:
