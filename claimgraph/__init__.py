@@ -20,7 +20,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
-from .errors import (
+from claimgraph.core.model import (
+    Cardinality,
+    ConflictPolicy,
+    Decision,
+    DecisionKind,
+    OnStale,
+    OnUnknown,
+    Polarity,
+    Reason,
+)
+from claimgraph.core.schema import GraphSchema, load_schema_file, parse_schema
+from claimgraph.errors import (
     AuthError,
     ClaimgraphError,
     ConfigError,
@@ -35,27 +46,16 @@ from .errors import (
     VersionNotYetAvailable,
     VersionPruned,
 )
-from .graph import Graph, Receipt
-from .graph import open_graph as open
-from .model import (
-    Cardinality,
-    ConflictPolicy,
-    Decision,
-    DecisionKind,
-    OnStale,
-    OnUnknown,
-    Polarity,
-    Reason,
-)
-from .policy import GraphSchema, load_schema_file, parse_schema
-from .projections.reader import EdgeView, NeighborView, SlotView
-from .projections.replica import Replica, open_replica
-from .retention import Pin, PinRegistry
-from .runs import ReplayReport, Run, RunNotFound, RunSummary, Snapshot
-from .signing import Signer
+from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
+from claimgraph.projections.replica import Replica, open_replica
+from claimgraph.projections.retention import Pin, PinRegistry
+from claimgraph.service.graph import Graph, Receipt
+from claimgraph.service.graph import open_graph as open
+from claimgraph.service.runs import ReplayReport, Run, RunNotFound, RunSummary, Snapshot
+from claimgraph.service.signers import Signer
 
 if _TYPE_CHECKING:
-    from .client import HttpGraph
+    from claimgraph.sdk.http import HttpGraph
 
 
 def connect(url: str, token: str | None = None, **kw: _Any) -> HttpGraph:
@@ -64,7 +64,7 @@ def connect(url: str, token: str | None = None, **kw: _Any) -> HttpGraph:
     ``connect("http://127.0.0.1:8080", token=...)`` has the embedded graph's interface;
     ``app=`` drives an ASGI app in process instead of the network.
     """
-    from .client import connect as _connect
+    from claimgraph.sdk.http import connect as _connect
 
     return _connect(url, token, **kw)
 

@@ -1,5 +1,5 @@
 """``python -m claimgraph``: the command line."""
 
-from claimgraph.cli import main
+from claimgraph.cli.main import main
 
 main()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import claimgraph
-from claimgraph.graph import Graph
+from claimgraph.service.graph import Graph
 
 ROOT = Path(__file__).resolve().parent.parent
 

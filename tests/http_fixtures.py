@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 import claimgraph
-from claimgraph.graph import Graph
 from claimgraph.http.app import create_app
 from claimgraph.http.auth import TokenFile
+from claimgraph.service.graph import Graph
 from tests.conftest import SCHEMA
 
 # one token per principal the tests act as; roles as the token file grants them

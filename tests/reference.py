@@ -1,4 +1,4 @@
-"""A reference model of reads and authority, folded from decisions (tests only, no claimgraph.fold).
+"""A reference model of reads and authority, folded from decisions (tests only, no core.state).
 
 Small and slow on purpose: every claim's status sits in one dict and every read is recomputed
 from scratch, so each rule can be checked by eye against the documented semantics.
@@ -25,7 +25,7 @@ Reads at a version (the fold of decisions ``0..V``):
   neighbour, else absent.
 
 Schemas are read from the publish decisions with ``yaml.safe_load``, not with
-``claimgraph.policy``.
+``claimgraph.core.schema``.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
-from claimgraph.fold import VISIBLE, WITHHELD, GraphState
-from claimgraph.streams.governor import decide
-from claimgraph.wire import MARKER, encode_command, fingerprints
+from claimgraph.core.governor.decide import decide
+from claimgraph.core.state import VISIBLE, WITHHELD, GraphState
+from claimgraph.core.wire import MARKER, encode_command, fingerprints
 
 __all__ = [
     "AGENTS",

@@ -9,10 +9,10 @@ import pytest
 from rocksdict import WriteBatch
 
 import claimgraph
-from claimgraph.audit import audit, verify
 from claimgraph.errors import ConfigError, IntegrityError
-from claimgraph.graph import Graph
 from claimgraph.projections.rows import EDGE, dumps, entity_key
+from claimgraph.service.audit import audit, verify
+from claimgraph.service.graph import Graph
 from tests.conftest import SCHEMA
 
 

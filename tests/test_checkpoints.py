@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import claimgraph
-from claimgraph.audit import audit, digest_at, verify
-from claimgraph.checkpoints import checkpoint_graph, list_checkpoints, restore_graph
 from claimgraph.errors import ConfigError, StorageError
-from claimgraph.graph import Graph, open_graph
+from claimgraph.projections.checkpoints import checkpoint_graph, list_checkpoints, restore_graph
+from claimgraph.service.audit import audit, digest_at, verify
+from claimgraph.service.graph import Graph, open_graph
 from tests.conftest import SCHEMA
 
 T0 = 1_800_000_000_000
@@ -163,7 +163,7 @@ def test_a_checkpoint_folded_by_other_code_is_not_used(tmp_path: Path) -> None:
 
 def test_prune_keeps_the_newest_checkpoints(tmp_path: Path) -> None:
     """prune deletes all but the newest N checkpoints; keeping none is refused."""
-    from claimgraph.checkpoints import prune_checkpoints
+    from claimgraph.projections.checkpoints import prune_checkpoints
 
     path = tmp_path / "g"
     g = _new(path)

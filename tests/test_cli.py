@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from claimgraph.demo import run_demo
+from claimgraph.demo.inventory import run_demo
 from tests.conftest import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")

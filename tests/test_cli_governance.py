@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from claimgraph.demo_refunds import run_refunds_demo
+from claimgraph.demo.refunds import run_refunds_demo
 from tests.test_cli import _run, workdir  # noqa: F401 (a fixture)
 
 

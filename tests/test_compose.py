@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from claimgraph.cli import app
+from claimgraph.cli.main import app
 from tests.conftest import ROOT
 
 COMPOSE = ROOT / "compose" / "docker-compose.yml"

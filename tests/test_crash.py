@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import claimgraph
-from claimgraph.audit import audit, verify
-from claimgraph.wire import decode_decision
+from claimgraph.core.wire import decode_decision
+from claimgraph.service.audit import audit, verify
 from tests.conftest import ROOT
 
 TOTAL = 60_000

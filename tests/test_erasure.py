@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 import claimgraph
-from claimgraph.audit import audit, digest_at, verify
-from claimgraph.checkpoints import checkpoint_graph, list_checkpoints
-from claimgraph.graph import Graph, open_graph
 from claimgraph.logs.embedded import open_rdict
+from claimgraph.projections.checkpoints import checkpoint_graph, list_checkpoints
 from claimgraph.projections.reader import ProjectionReader
+from claimgraph.service.audit import audit, digest_at, verify
+from claimgraph.service.graph import Graph, open_graph
 from tests.conftest import SCHEMA
 
 SECRET = "alice@example.com"

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 import claimgraph
-from claimgraph.audit import audit, verify
+from claimgraph.core.governance import Vote, majority, merge, signals
+from claimgraph.core.schema import DecisionChecks, parse_schema
+from claimgraph.core.wire import decode_command, schema_dir
 from claimgraph.errors import SchemaError, UnknownSlotError
-from claimgraph.governance import Vote, majority, merge, signals
-from claimgraph.graph import Graph
-from claimgraph.policy import DecisionChecks, parse_schema
-from claimgraph.resolvers import CommandArbiter, HttpArbiter, decide_conflict, run_resolvers
-from claimgraph.wire import decode_command, schema_dir
+from claimgraph.service.audit import audit, verify
+from claimgraph.service.graph import Graph
+from claimgraph.service.resolvers import CommandArbiter, HttpArbiter, decide_conflict, run_resolvers
 
 T0 = 1_800_000_000_000
 MIN = 60_000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from claimgraph.graph import Graph
+from claimgraph.service.graph import Graph
 
 T0 = 1_800_000_000_000
 
@@ -361,7 +361,7 @@ def test_invalid_fields_are_rejected_with_codes(graph: Graph) -> None:
 
 def test_wrong_graph_is_rejected(graph: Graph) -> None:
     """A command addressed to another graph is rejected, not applied."""
-    from claimgraph.wire import encode_command
+    from claimgraph.core.wire import encode_command
 
     cmd = {"type": "tick", "command_id": "t1", "graph": "other", "agent": "x", "task": ""}
     (r,) = graph.submit([encode_command(cmd)])  # type: ignore[list-item]

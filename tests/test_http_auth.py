@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 import claimgraph
-from claimgraph.client import _SyncASGI
-from claimgraph.graph import Graph
 from claimgraph.http.app import create_app
+from claimgraph.sdk.http import _SyncASGI
+from claimgraph.service.graph import Graph
 from tests.conftest import SCHEMA
 from tests.http_fixtures import TOKENS, token_file
 

@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from claimgraph.audit import compare_with_reprojection
+from claimgraph.core.wire import decode_decision, encode_command
 from claimgraph.errors import StorageError
 from claimgraph.logs.kafka import KafkaConfig, KafkaLog, read_partition, watermark
-from claimgraph.projections.kafka import KafkaProjector
+from claimgraph.service.audit import compare_with_reprojection
 from claimgraph.streams.kafka import KafkaGovernor, verify_partition
-from claimgraph.wire import decode_decision, encode_command
+from claimgraph.streams.kafka_projector import KafkaProjector
 from tests.conftest import SCHEMA
 from tests.kafka_helpers import cli_process, fresh_config, governor_thread
 from tests.workload import record

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from claimgraph.kafka_graph import KafkaGraph
-from claimgraph.projections.kafka import KafkaProjector
-from claimgraph.resolvers import run_resolvers
+from claimgraph.service.kafka_graph import KafkaGraph
+from claimgraph.service.resolvers import run_resolvers
 from claimgraph.streams.kafka import verify_partition
+from claimgraph.streams.kafka_projector import KafkaProjector
 from tests.kafka_helpers import cli_process, fresh_config, governor_thread
 
 SCHEMA = """

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from claimgraph.audit import compare_with_reprojection
+from claimgraph.core.wire import decode_decision
 from claimgraph.errors import VersionNotYetAvailable
-from claimgraph.kafka_graph import KafkaGraph
 from claimgraph.logs.kafka import KafkaConfig, init_topics, read_partition
-from claimgraph.projections.kafka import KafkaProjector
+from claimgraph.service.audit import compare_with_reprojection
+from claimgraph.service.kafka_graph import KafkaGraph
 from claimgraph.streams.kafka import GovernorFenced, KafkaGovernor, verify_partition
-from claimgraph.wire import decode_decision
+from claimgraph.streams.kafka_projector import KafkaProjector
 from tests.conftest import SCHEMA
 from tests.kafka_helpers import fresh_config, governor_thread
 
@@ -142,7 +142,7 @@ def test_second_governor_fences_the_first(kafka_broker: Any) -> None:
 
 
 def _tick(i: int) -> bytes:
-    from claimgraph.wire import encode_command
+    from claimgraph.core.wire import encode_command
 
     return encode_command(
         {"type": "tick", "command_id": f"tick-{i}", "graph": "test", "agent": "ticker", "task": ""}

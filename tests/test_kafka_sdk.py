@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from claimgraph.errors import ConfigError
-from claimgraph.kafka_graph import KafkaGraph
 from claimgraph.logs.kafka import KafkaConfig, topic_partitions
-from claimgraph.projections.kafka import KafkaProjector
-from claimgraph.signing import Signer
+from claimgraph.service.kafka_graph import KafkaGraph
+from claimgraph.service.signers import Signer
 from claimgraph.streams.kafka import verify_partition
+from claimgraph.streams.kafka_projector import KafkaProjector
 from tests.conftest import SCHEMA
 from tests.kafka_helpers import fresh_config, governor_thread
 

@@ -8,15 +8,15 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from claimgraph.audit import compare_with_reprojection, digest_at
-from claimgraph.checkpoints import pick, restore_checkpoint
-from claimgraph.kafka_graph import KafkaGraph
+from claimgraph.core.wire import encode_command
 from claimgraph.logs.kafka import KafkaConfig
-from claimgraph.projections.kafka import KafkaProjector
+from claimgraph.projections.checkpoints import pick, restore_checkpoint
 from claimgraph.projections.reader import ProjectionReader
-from claimgraph.retention import PinRegistry, gc_projection
+from claimgraph.projections.retention import PinRegistry, gc_projection
+from claimgraph.service.audit import compare_with_reprojection, digest_at
+from claimgraph.service.kafka_graph import KafkaGraph
 from claimgraph.streams.kafka import KafkaGovernor, verify_partition
-from claimgraph.wire import encode_command
+from claimgraph.streams.kafka_projector import KafkaProjector
 from tests.conftest import SCHEMA
 from tests.kafka_helpers import fresh_config
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from claimgraph import SchemaError, load_schema_file, parse_schema
-from claimgraph.model import Cardinality, ConflictPolicy, OnStale
+from claimgraph.core.model import Cardinality, ConflictPolicy, OnStale
 from tests.conftest import ROOT, SCHEMA
 
 GOOD_EDGE = """

@@ -2,7 +2,7 @@
 and the invariants the governor keeps at every version.
 
 The streams (``tests/strategies.py``) are random but make conflicts likely; reads through the
-RocksDB projection are compared with a reference fold written without ``claimgraph.fold``
+RocksDB projection are compared with a reference fold written without ``claimgraph.core.state``
 (``tests/reference.py``).
 """
 
@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from rocksdict import WriteBatch
 
+from claimgraph.core.governor.decide import decide
+from claimgraph.core.model import Decision
+from claimgraph.core.state import GraphState
+from claimgraph.core.wire import decode_decision, encode_decision
 from claimgraph.errors import UnknownSlotError
-from claimgraph.fold import GraphState
-from claimgraph.graph import Graph, open_graph
-from claimgraph.model import Decision
-from claimgraph.streams.governor import decide
-from claimgraph.wire import decode_decision, encode_decision
+from claimgraph.service.graph import Graph, open_graph
 
 from .reference import Authority, Edge, Slot, View, fold, schema_info, slots_of
 from .strategies import GRAPH, Stream, claim, publish, resolve, retract, stream_of, streams

@@ -13,9 +13,9 @@ import pytest
 
 import claimgraph
 from claimgraph.errors import ConfigError, VersionNotYetAvailable, VersionPruned
-from claimgraph.graph import Graph
 from claimgraph.projections.replica import open_replica
-from claimgraph.retention import gc_graph
+from claimgraph.projections.retention import gc_graph
+from claimgraph.service.graph import Graph
 from tests.conftest import ROOT, SCHEMA
 from tests.replica_worker import answers
 

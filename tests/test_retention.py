@@ -12,17 +12,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import claimgraph
-from claimgraph.audit import audit, digest_at
 from claimgraph.errors import ConfigError, VersionPruned
-from claimgraph.graph import Graph, open_graph
-from claimgraph.projections.rows import HISTORY, META
-from claimgraph.retention import (
+from claimgraph.projections.retention import (
     PinRegistry,
     gc_graph,
     horizon_of,
     parse_age,
     version_at_time,
 )
+from claimgraph.projections.rows import HISTORY, META
+from claimgraph.service.audit import audit, digest_at
+from claimgraph.service.graph import Graph, open_graph
 from tests.conftest import SCHEMA
 from tests.test_properties import examples, graph_after
 

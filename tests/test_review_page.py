@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 import claimgraph
-from claimgraph.graph import Graph
 from claimgraph.http.app import create_app
+from claimgraph.service.graph import Graph
 from tests.conftest import ROOT, SCHEMA
 from tests.http_fixtures import TOKENS, token_file
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from claimgraph.errors import VersionNotYetAvailable
-from claimgraph.graph import Graph
-from claimgraph.runs import digest, live_pins
+from claimgraph.service.graph import Graph
+from claimgraph.service.runs import digest, live_pins
 from tests.conftest import SCHEMA
 from tests.http_fixtures import SdkFactory
 

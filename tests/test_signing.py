@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import claimgraph
-from claimgraph.audit import verify
-from claimgraph.graph import Graph
+from claimgraph.core.model import Command
+from claimgraph.core.wire import decode_command, encode_command
 from claimgraph.http.app import create_app
-from claimgraph.inputs import now_millis
-from claimgraph.model import Command
-from claimgraph.signing import Signer
-from claimgraph.wire import decode_command, encode_command
+from claimgraph.service.audit import verify
+from claimgraph.service.graph import Graph
+from claimgraph.service.inputs import now_millis
+from claimgraph.service.signers import Signer
 from tests.http_fixtures import TOKENS, token_file
 
 

@@ -14,16 +14,15 @@ from fastavro.schema import to_parsing_canonical_form
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from claimgraph.avro_fast import (
+from claimgraph.core.avro import (
     AvroDecodeError,
     UnsupportedSchema,
     compile_decoder,
     compile_encoder,
 )
-from claimgraph.errors import DecodeError
-from claimgraph.fold import GraphState
-from claimgraph.streams.governor import decide
-from claimgraph.wire import (
+from claimgraph.core.governor.decide import decide
+from claimgraph.core.state import GraphState
+from claimgraph.core.wire import (
     decode_command,
     decode_decision,
     decode_run_event,
@@ -32,6 +31,7 @@ from claimgraph.wire import (
     encode_run_event,
     schema_dir,
 )
+from claimgraph.errors import DecodeError
 from tests.golden_records import COMMANDS, DECISION, RUN_EVENT
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "wire.json").read_text())
@@ -153,7 +153,7 @@ def test_encode_decode_identity(
     assert decode_command(encode_command(cmd)) == cmd  # type: ignore[arg-type]
 
 
-# -- the compiled codec (claimgraph.avro_fast) against fastavro ------------------------------
+# -- the compiled codec (claimgraph.core.avro) against fastavro ------------------------------
 
 SCHEMA_NAMES = sorted(GOLDEN["fingerprints"])  # every command schema, and the decision
 PARSED = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from claimgraph.wire import encode_command
+from claimgraph.core.wire import encode_command
 
 T0 = 1_800_000_000_000
 

@@ -119,8 +119,8 @@ def child_ingest(argv: Sequence[str]) -> int:
     p.add_argument("--outcomes", type=Path)
     a = p.parse_args(argv)
 
-    from claimgraph.graph import open_graph
-    from claimgraph.wire import decode_decision
+    from claimgraph.core.wire import decode_decision
+    from claimgraph.service.graph import open_graph
 
     gct = GcTimer()
     rss = {"start": rss_kib()}
@@ -224,11 +224,11 @@ def child_reproject(argv: Sequence[str]) -> int:
     p.add_argument("--result", type=Path, required=True)
     a = p.parse_args(argv)
 
-    from claimgraph.fold import GraphState
+    from claimgraph.core.state import GraphState
+    from claimgraph.core.wire import decode_decision
     from claimgraph.logs.embedded import EmbeddedLogStore
     from claimgraph.projections.projector import ProjectionStore, Projector
     from claimgraph.streams.embedded import fold_decisions
-    from claimgraph.wire import decode_decision
 
     logs = EmbeddedLogStore(a.data / "log")
     n = logs.decisions.end()
@@ -376,7 +376,7 @@ def _rate(n: int, fn: Callable[[], None], cpu: list[float]) -> float:
 def bench_reads(
     g: Any, wl: workload.Workload, head: int, a: argparse.Namespace, rng: random.Random, pdir: Path
 ) -> dict[str, Any]:
-    from claimgraph.fold import SEP, edge_key
+    from claimgraph.core.state import SEP, edge_key
     from claimgraph.projections.rows import ADJ, EDGE, entity_key
 
     reader = g.reader
@@ -1183,7 +1183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(prof_dir, ignore_errors=True)
 
         # 4. reads
-        from claimgraph.graph import open_graph
+        from claimgraph.service.graph import open_graph
 
         phase("open + reads", "reads: open_graph (refolds the decisions log)")
         t0 = time.perf_counter()

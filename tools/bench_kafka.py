@@ -40,9 +40,9 @@ from claimgraph.logs.kafka import (  # noqa: E402
     _wait_for_leaders,
     init_topics,
 )
-from claimgraph.projections.kafka import KafkaProjector  # noqa: E402
 from claimgraph.projections.rows import input_key, unpack_version  # noqa: E402
 from claimgraph.streams.kafka import KafkaGovernor  # noqa: E402
+from claimgraph.streams.kafka_projector import KafkaProjector  # noqa: E402
 from tests.conftest import SCHEMA  # noqa: E402
 from tests.workload import record  # noqa: E402
 
@@ -63,7 +63,7 @@ def _say(msg: str) -> None:
 
 
 def _schema_record() -> bytes:
-    from claimgraph.wire import encode_command
+    from claimgraph.core.wire import encode_command
 
     return encode_command(
         {

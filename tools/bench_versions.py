@@ -56,13 +56,13 @@ def maxrss_mib() -> float:
 
 
 def child(phase: str, a: dict[str, Any]) -> dict[str, Any]:
-    from claimgraph.graph import open_graph
+    from claimgraph.service.graph import open_graph
 
     path = Path(a["graph"])
     if phase == "ingest":
         from workload import read_frames
 
-        from claimgraph.checkpoints import checkpoint_graph
+        from claimgraph.projections.checkpoints import checkpoint_graph
 
         g = open_graph(path, create=True, graph="bench")
         out: dict[str, Any] = {}
@@ -112,7 +112,7 @@ def child(phase: str, a: dict[str, Any]) -> dict[str, Any]:
         from rocksdict import Checkpoint, Options, Rdict
 
         from claimgraph.logs.embedded import open_rdict
-        from claimgraph.retention import collect
+        from claimgraph.projections.retention import collect
 
         copy = Path(a["copy"])
         src = open_rdict(path / "projection", create=False)
@@ -149,7 +149,7 @@ def child(phase: str, a: dict[str, Any]) -> dict[str, Any]:
         r.close()
         return {"seconds": secs, "reads": a["reads"]}
     if phase in ("audit", "audit_at", "verify", "verify_range"):
-        from claimgraph.audit import audit, verify
+        from claimgraph.service.audit import audit, verify
 
         g = open_graph(path)
         head = g.head()

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from claimgraph.wire import encode_command
+from claimgraph.core.wire import encode_command
 
 __all__ = [
     "EXPECTED",

@@ -1,8 +1,9 @@
 """The HTTP API: commands as authenticated principals, reads at any version, runs, review page.
 
-:func:`create_app` wires a graph transport (the embedded :class:`~claimgraph.graph.Graph` or
+:func:`create_app` wires a graph transport (the embedded :class:`~claimgraph.service.graph.Graph` or
 the Kafka-backed graph), a :class:`~claimgraph.http.auth.TokenFile` and, for graphs that
-require signatures, the ingress :class:`~claimgraph.signing.Signer` into a FastAPI app. Every
+require signatures, the ingress :class:`~claimgraph.service.signers.Signer` into a FastAPI app.
+Every
 route is thin: it checks the caller's token, calls the graph, and maps our errors to
 problem+json (:mod:`claimgraph.http.problems`).
 
@@ -27,16 +28,12 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import __version__
-from ..api import Receipt, node
-from ..errors import ClaimgraphError, InputError, NotFoundError
-from ..escalations import escalations as escalation_payloads
-from ..model import LIMITS, Command, Decision, Reason
-from ..runs import READ_OPS, RunNotFound, check_event
-from ..signing import Signer
-from ..wire import encode_command
-from .auth import Principal, TokenFile
-from .bodies import (
+from claimgraph import __version__
+from claimgraph.core.model import LIMITS, Command, Decision, Reason
+from claimgraph.core.wire import encode_command
+from claimgraph.errors import ClaimgraphError, InputError, NotFoundError
+from claimgraph.http.auth import Principal, TokenFile
+from claimgraph.http.bodies import (
     ADMIN_TYPES,
     I64,
     PROBLEM_RESPONSES,
@@ -56,7 +53,11 @@ from .bodies import (
     TickIn,
     TimeoutQuery,
 )
-from .problems import error_problem, problem, status_for
+from claimgraph.http.problems import error_problem, problem, status_for
+from claimgraph.service.api import Receipt, node
+from claimgraph.service.escalations import escalations as escalation_payloads
+from claimgraph.service.runs import READ_OPS, RunNotFound, check_event
+from claimgraph.service.signers import Signer
 
 __all__ = ["create_app", "decision_json", "openapi_document", "receipt_json"]
 
@@ -133,7 +134,7 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
     def reader_principal(request: Request) -> Principal:
         p = tokens.principal(bearer(request))
         if p is None:
-            from ..errors import AuthError
+            from claimgraph.errors import AuthError
 
             raise AuthError(Reason.UNAUTHENTICATED.value, "a valid bearer token is needed", 401)
         return p
@@ -243,7 +244,7 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
     @app.post("/v1/commands/claim", **W)
     def post_claim(request: Request, body: ClaimIn) -> Any:
         """Assert or deny an edge as the token's principal."""
-        from ..inputs import now_millis
+        from claimgraph.service.inputs import now_millis
 
         s, o = node(body.subject), node(body.object)
         return write(
@@ -557,7 +558,7 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
         events = []
         for e in body.events:
             if e.agent is not None and e.agent != p.agent:
-                from ..errors import AuthError
+                from claimgraph.errors import AuthError
 
                 raise AuthError(
                     Reason.AGENT_MISMATCH.value,
@@ -568,7 +569,7 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
             check_event(ev)
             events.append(ev)
         try:
-            from ..runs import encode_events
+            from claimgraph.service.runs import encode_events
 
             encode_events(events)
         except (TypeError, ValueError) as exc:
@@ -581,7 +582,7 @@ def create_app(graph: Any, tokens: TokenFile, *, signer: Signer | None = None) -
     def _pin_runs(events: list[dict[str, Any]], agent: str) -> None:
         """A run's retention pin, held by the server for runs of remote clients: taken at
         its ``start`` event (1 h lease), released at its ``end``."""
-        from ..runs import _pins_of
+        from claimgraph.service.runs import _pins_of
 
         registry = _pins_of(graph)
         if registry is None:

@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from ..errors import ConfigError
-from ..policy import Pattern
+from claimgraph.core.schema import Pattern
+from claimgraph.errors import ConfigError
 
 __all__ = ["ROLES", "Principal", "TokenFile", "generate_token_file", "token_digest"]
 

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..model import LIMITS
-from .problems import PROBLEM
+from claimgraph.core.model import LIMITS
+from claimgraph.http.problems import PROBLEM
 
 __all__ = [
     "ADMIN_TYPES",

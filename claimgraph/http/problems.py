@@ -13,7 +13,8 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
-from ..errors import (
+from claimgraph.core.model import Reason
+from claimgraph.errors import (
     AuthError,
     ClaimgraphError,
     ConfigError,
@@ -26,7 +27,6 @@ from ..errors import (
     VersionNotYetAvailable,
     VersionPruned,
 )
-from ..model import Reason
 
 __all__ = ["HTTP_REASONS", "PROBLEM", "error_problem", "problem", "status_for"]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
-from ..errors import StorageError
-from .base import LogRecord
+from claimgraph.errors import StorageError
+from claimgraph.logs.base import LogRecord
 
 __all__ = ["EmbeddedLog", "EmbeddedLogStore"]
 

@@ -30,8 +30,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewTopic,
 )
 
-from ..errors import ConfigError, StorageError
-from .base import LogRecord
+from claimgraph.errors import ConfigError, StorageError
+from claimgraph.logs.base import LogRecord
 
 __all__ = [
     "KafkaConfig",

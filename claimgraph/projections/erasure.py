@@ -1,6 +1,6 @@
 """Erasure in the projection: scrub an erased claim's rows at every version (see erasure.py).
 
-The decision is pure (:mod:`claimgraph.erasure`); this module does the I/O: on an accepted
+The decision is pure (:mod:`claimgraph.core.erasure`); this module does the I/O: on an accepted
 erase at version E the projector rewrites every row of the claim with its payload replaced
 by the tombstone and ``"erased": E``, writes an erasure row (family ``X``) at E, compacts the
 claim's keys so the overwritten bytes leave the files, and scrubs checkpoints.
@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 from rocksdict import Rdict, WriteBatch
 
-from ..erasure import scrub_row
-from .rows import CLAIM, dumps, entity_key, loads
+from claimgraph.core.erasure import scrub_row
+from claimgraph.projections.rows import CLAIM, dumps, entity_key, loads
 
 if TYPE_CHECKING:
-    from .projector import Projector
+    from claimgraph.projections.projector import Projector
 
 __all__ = ["ERASED", "erased_at", "purge", "scrub_claim", "scrub_dir", "stage_erase"]
 
@@ -78,7 +78,7 @@ def erased_at(db: Rdict, claim_id: str) -> int | None:
 
 def scrub_dir(root: Path, erased: list[tuple[str, int]]) -> int:
     """Scrub erased claims from every checkpoint's projection under ``root``; rows rewritten."""
-    from ..logs.embedded import open_rdict
+    from claimgraph.logs.embedded import open_rdict
 
     if not erased or not root.is_dir():
         return 0

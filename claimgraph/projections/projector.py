@@ -14,11 +14,11 @@ from typing import Any
 
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
-from ..fold import SEP, STATUS_NAMES, Changes, GraphState
-from ..logs.embedded import open_rdict
-from ..model import Decision
-from . import rows
-from .rows import (
+from claimgraph.core.model import Decision
+from claimgraph.core.state import SEP, STATUS_NAMES, Changes, GraphState
+from claimgraph.logs.embedded import open_rdict
+from claimgraph.projections import rows
+from claimgraph.projections.rows import (
     ADJ,
     CALIBRATION,
     CLAIM,
@@ -154,7 +154,7 @@ class Projector:
         if d["schema"] is not None:
             wb.put(entity_key(SCHEMA, "", version), dumps(dict(d["schema"])))
         if d["command_type"] == "erase" and d["kind"] == "accepted" and d["target"]:
-            from .erasure import stage_erase
+            from claimgraph.projections.erasure import stage_erase
 
             stage_erase(self, d["target"], version)
         if self.index_inputs:
@@ -184,7 +184,7 @@ class Projector:
             self._pending = 0
         self._staged_claims = {}
         if self.erased:
-            from .erasure import purge, scrub_dir
+            from claimgraph.projections.erasure import purge, scrub_dir
 
             purge(self.store.db, self.erased)
             if self.checkpoints is not None:

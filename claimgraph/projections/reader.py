@@ -2,7 +2,7 @@
 
 Every read takes ``at`` (a version, i.e. a decisions-log offset) and sees exactly the
 decisions with offset <= ``at``; a read below the projection's retention horizon raises
-:class:`~claimgraph.errors.VersionPruned` (see :mod:`claimgraph.retention`). Results are
+:class:`~claimgraph.errors.VersionPruned` (see :mod:`claimgraph.projections.retention`). Results are
 tri-state: ``present``, ``absent`` or ``unknown`` (a quarantined edge or slot, with the id of
 the conflict that holds it).
 """
@@ -16,12 +16,12 @@ from typing import Any
 
 from rocksdict import Rdict
 
-from ..errors import UnknownSlotError, VersionPruned
-from ..fold import SEP, edge_key, slot_keys
-from ..model import OnUnknown
-from ..policy import GraphSchema, parse_schema
-from ..retention import HORIZON_EPOCH, horizon_of
-from .rows import (
+from claimgraph.core.model import OnUnknown
+from claimgraph.core.schema import GraphSchema, parse_schema
+from claimgraph.core.state import SEP, edge_key, slot_keys
+from claimgraph.errors import UnknownSlotError, VersionPruned
+from claimgraph.projections.retention import HORIZON_EPOCH, horizon_of
+from claimgraph.projections.rows import (
     ADJ,
     CALIBRATION,
     CLAIM,

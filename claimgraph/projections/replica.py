@@ -21,11 +21,11 @@ from typing import Any
 
 from rocksdict import AccessType, Options, Rdict
 
-from ..api import GraphReads
-from ..errors import ConfigError, StorageError, VersionNotYetAvailable
-from ..retention import catch_up, horizon_of
-from .projector import ProjectionStore
-from .reader import ProjectionReader
+from claimgraph.errors import ConfigError, StorageError, VersionNotYetAvailable
+from claimgraph.projections.projector import ProjectionStore
+from claimgraph.projections.reader import ProjectionReader
+from claimgraph.projections.retention import catch_up, horizon_of
+from claimgraph.service.api import GraphReads
 
 __all__ = ["Replica", "open_replica"]
 

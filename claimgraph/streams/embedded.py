@@ -6,7 +6,8 @@ Only then does the projector write the rows of those decisions (with its applied
 the projection. On start, the folded state is rebuilt from the decisions log, and the
 projector re-applies whatever decisions it had not yet applied, so a crash between any two
 writes neither loses nor duplicates a decision or a row. With a checkpoints directory, the
-state starts from the newest usable checkpoint (:mod:`claimgraph.checkpoints`) and only the
+state starts from the newest usable checkpoint (:mod:`claimgraph.projections.checkpoints`) and only
+the
 log's tail after it is folded.
 """
 
@@ -18,12 +19,12 @@ from pathlib import Path
 
 from rocksdict import WriteBatch
 
-from ..fold import GraphState
-from ..logs.embedded import EmbeddedLogStore
-from ..model import Decision
-from ..projections.projector import ProjectionStore, Projector
-from ..wire import decode_decision, encode_decision
-from .governor import decide
+from claimgraph.core.governor.decide import decide
+from claimgraph.core.model import Decision
+from claimgraph.core.state import GraphState
+from claimgraph.core.wire import decode_decision, encode_decision
+from claimgraph.logs.embedded import EmbeddedLogStore
+from claimgraph.projections.projector import ProjectionStore, Projector
 
 __all__ = ["GOVERNOR_POSITION", "EmbeddedRuntime", "fold_decisions"]
 
@@ -79,7 +80,7 @@ class EmbeddedRuntime:
         self.resumed_from: int | None = None  # the checkpoint version the state started at
         start = 0
         if checkpoints is not None:
-            from ..checkpoints import resume
+            from claimgraph.projections.checkpoints import resume
 
             def record_at(v: int) -> bytes | None:
                 rec = logs.decisions.get(v)

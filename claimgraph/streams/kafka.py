@@ -11,7 +11,7 @@ all, so a crash at any point neither loses nor duplicates a decision.
 On start (after ``init_transactions``, so no zombie transaction is still open) the governor
 folds the committed decisions log into one :class:`GraphState` per graph and resumes at the
 committed input offset; with a checkpoints directory it starts from its newest state snapshot
-(:func:`claimgraph.checkpoints.save_states`) and folds only the decisions after it. The
+(:func:`claimgraph.projections.checkpoints.save_states`) and folds only the decisions after it. The
 decision logic is the pure core (:func:`decide` and
 :meth:`GraphState.evolve`), the very code the embedded runtime runs.
 
@@ -37,12 +37,12 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from ..errors import ClaimgraphError, IntegrityError, StorageError
-from ..fold import GraphState
-from ..logs.kafka import KafkaConfig, consumer_lag, read_partition, topic_partitions
-from ..model import Decision
-from ..wire import decode_decision, encode_decision
-from .governor import decide
+from claimgraph.core.governor.decide import decide
+from claimgraph.core.model import Decision
+from claimgraph.core.state import GraphState
+from claimgraph.core.wire import decode_decision, encode_decision
+from claimgraph.errors import ClaimgraphError, IntegrityError, StorageError
+from claimgraph.logs.kafka import KafkaConfig, consumer_lag, read_partition, topic_partitions
 
 __all__ = ["GovernorFenced", "KafkaGovernor", "fold_partition", "verify_partition"]
 
@@ -192,7 +192,7 @@ class KafkaGovernor:
         states: dict[str, GraphState] | None = None
         begin = 0
         if self.checkpoints is not None:
-            from ..checkpoints import load_states
+            from claimgraph.projections.checkpoints import load_states
 
             def record_at(offset: int) -> bytes | None:
                 recs = read_partition(
@@ -344,7 +344,7 @@ class KafkaGovernor:
         """Snapshot the folded states after the newest committed decision (None: nothing yet)."""
         if self.checkpoints is None or self._last is None:
             return None
-        from ..checkpoints import save_states
+        from claimgraph.projections.checkpoints import save_states
 
         offset, record = self._last
         path = save_states(

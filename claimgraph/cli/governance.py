@@ -1,0 +1,282 @@
+"""CLI commands of governance: escalations, escalate, tick/ticker, resolvers, calibration."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+
+from claimgraph.errors import InputError
+
+__all__ = ["register", "resolvers_app"]
+
+resolvers_app = typer.Typer(
+    help="Run the resolver chains that edge types declare (rules, votes, arbiter, ...).",
+    no_args_is_help=True,
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+AtOpt = Annotated[
+    int | None,
+    typer.Option("--at", help="Read at this version (default: head).", show_default=False),
+]
+
+
+def _cli() -> Any:
+    from claimgraph.cli import main as cli
+
+    return cli
+
+
+def _say(text: str) -> None:
+    _cli().out.print(text, markup=False)
+
+
+def _duration_s(text: str) -> float:
+    """An interval such as 500ms, 10s or 5m (a bare number: seconds) in seconds."""
+    from claimgraph.core.schema import duration_ms
+
+    if text.replace(".", "", 1).isdigit() and float(text) > 0:
+        return float(text)
+    ms = duration_ms(text)
+    if ms is None:
+        raise InputError(f"{text!r} is not a duration: expected e.g. 500ms, 10s, 5m")
+    return ms / 1000
+
+
+def _claims_table(p: dict[str, Any]) -> None:
+    for c in p["claims"]:
+        based = c["based_on_version"]
+        _say(
+            f"    {c['outcome']:<32} by {c['agent']}"
+            + (f"/{c['task']}" if c["task"] else "")
+            + f"  confidence {c['confidence']:g}  accuracy {c['accuracy']:.2f}"
+            + f"  read v{based if based is not None else '-'}  claim {c['claim_id']}"
+        )
+        if c["evidence"] or c["reasoning"]:
+            _say(f"      evidence: {', '.join(c['evidence']) or '-'}; {c['reasoning'][:160]}")
+
+
+def _print_payload(p: dict[str, Any], *, full: bool) -> None:
+    head = f"{p['conflict_id']}  {p['edge_type']} ({p['domain']})  {p['status']}"
+    if p["escalation_reason"]:
+        head += f" — {p['escalation_reason']}"
+    _say(head)
+    _claims_table(p)
+    for s in p["signals"]:
+        _say(f"    signal {s['kind']}: {s['detail']}")
+    rec = p["recommended_action"]
+    _say(
+        f"    recommended: {rec['action']}"
+        + (f" {rec['outcome']} (claim {rec['claim_id']})" if rec["claim_id"] else "")
+        + f" — {rec['why']}"
+    )
+    if p["fallback"] and p["fallback"]["mode"] != "escalate":
+        _say(f"    readers are served: {p['fallback']['value']} ({p['fallback']['mode']})")
+    if full:
+        w = p["votes"]["weighted"]
+        _say(
+            f"    votes: majority {p['votes']['majority']['outcome'] or 'tie'}; weighted "
+            f"{w['outcome']} (merged confidence {w['merged_confidence']:.3f}, "
+            f"margin {w['margin']:.3f})"
+        )
+        _say(
+            f"    opened v{p['opened_at']} at {p['opened_time']}; blocked reads "
+            f"{p['blocked_reads']}; schema rev {p['schema_rev']}; review {p['review']}"
+        )
+    _say(
+        f"    resolve: claimgraph resolve {p['conflict_id']} --agent human:NAME "
+        "--winner CLAIM_ID | --reject-all"
+    )
+
+
+def escalations_cmd(
+    conflict_id: Annotated[
+        str | None, typer.Argument(help="Show this conflict's full payload.")
+    ] = None,
+    include_open: Annotated[
+        bool, typer.Option("--all", help="Every open conflict, not only escalated ones.")
+    ] = False,
+    at: AtOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Conflicts handed to a person, each with its self-contained evidence payload."""
+    cli = _cli()
+    with cli._graph() as g:
+        version = g.head() if at is None else at
+        if conflict_id is not None:
+            p = g.escalation(conflict_id, at=version)
+            if p is None:
+                raise InputError(f"no conflict {conflict_id!r} at version {version}")
+            if as_json:
+                cli._emit(p)
+            else:
+                _print_payload(p, full=True)
+            return
+        ps = g.escalations(at=version, include_open=include_open)
+        if as_json:
+            cli._emit({"version": version, "escalations": ps})
+            return
+        if not ps:
+            what = "open conflicts" if include_open else "escalated conflicts"
+            _say(f"v{version}: no {what}")
+        for p in ps:
+            _print_payload(p, full=False)
+
+
+def escalate_cmd(
+    conflict_id: Annotated[str, typer.Argument(help="The conflict, e.g. cf:...")],
+    agent: Annotated[str, typer.Option("--agent", "-a", help="A resolver principal.")],
+    reason: Annotated[str, typer.Option(help="Why a person must decide.")] = "escalated",
+    as_json: JsonOpt = False,
+) -> None:
+    """Hand a conflict to a person: it stays quarantined and is listed by `escalations`."""
+    cli = _cli()
+    with cli._graph() as g:
+        r = g.escalate(conflict_id, agent=agent, reason=reason, resolver="cli")
+        cli._print_receipt(r, as_json)
+        if r.kind == "rejected":
+            raise typer.Exit(1)
+
+
+def tick_cmd(
+    agent: Annotated[str, typer.Option("--agent", "-a", help="Who ticks.")] = "ticker",
+    as_json: JsonOpt = False,
+) -> None:
+    """Write one tick: time passes for the governor (deadlines) only through the log."""
+    cli = _cli()
+    with cli._graph() as g:
+        r = g.tick(agent=agent)
+        cli._print_receipt(r, as_json)
+        for x in r.decision["exits"]:
+            _say(f"  {x['conflict_id']}: {x['trigger']} → {x['action']} ({x['detail']})")
+
+
+def ticker_cmd(
+    interval: Annotated[str, typer.Option(help="Time between ticks, e.g. 10s, 1m.")] = "10s",
+    count: Annotated[
+        int | None, typer.Option(help="Stop after this many ticks (default: run until Ctrl-C).")
+    ] = None,
+    agent: Annotated[str, typer.Option("--agent", "-a", help="Who ticks.")] = "ticker",
+) -> None:
+    """Write a tick every INTERVAL, so quarantine deadlines fire (both runtimes)."""
+    cli = _cli()
+    every = _duration_s(interval)
+    n = 0
+    with cli._graph() as g:
+        _say(f"ticking {g.name} every {interval}" + (f", {count} times" if count else ""))
+        try:
+            while count is None or n < count:
+                r = g.tick(agent=agent)
+                n += 1
+                for x in r.decision["exits"]:
+                    _say(f"v{r.version} {x['conflict_id']}: {x['trigger']} → {x['action']}")
+                if count is None or n < count:
+                    time.sleep(every)
+        except KeyboardInterrupt:
+            pass
+    _say(f"{n} tick(s) written")
+
+
+@resolvers_app.command("run")
+def resolvers_run(
+    agent: Annotated[
+        str, typer.Option("--agent", "-a", help="The resolver principal verdicts are written as.")
+    ] = "resolver-bot",
+    follow: Annotated[
+        bool, typer.Option("--follow", help="Keep resolving new conflicts until Ctrl-C.")
+    ] = False,
+    interval: Annotated[str, typer.Option(help="With --follow: time between passes.")] = "2s",
+    as_json: JsonOpt = False,
+) -> None:
+    """Run each open conflict's resolver chain once (or keep going with --follow)."""
+    from claimgraph.service.resolvers import run_resolvers
+
+    cli = _cli()
+    every = _duration_s(interval)
+    with cli._graph() as g:
+        try:
+            while True:
+                done = run_resolvers(g, agent=agent)
+                for cid, v, r in done:
+                    if as_json:
+                        cli._emit(
+                            {
+                                "conflict_id": cid,
+                                "action": v.action,
+                                "resolver": v.resolver,
+                                "winner": v.winner,
+                                "rationale": v.rationale,
+                                "inputs": json.loads(v.inputs_json()),
+                                "decision": r.as_dict(),
+                            }
+                        )
+                    else:
+                        _say(
+                            f"{cid}: {v.resolver} → {v.action}"
+                            + (f" {v.winner}" if v.winner else "")
+                            + f" — {r.kind} {r.reason} at v{r.version}"
+                        )
+                if not follow:
+                    if not done and not as_json:
+                        _say("no open conflicts with a resolver chain to run")
+                    return
+                time.sleep(every)
+        except KeyboardInterrupt:
+            pass
+
+
+def calibration_cmd(
+    edge_type: Annotated[str, typer.Argument(help="Edge type.")],
+    at: AtOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Each writer's record in resolved conflicts of EDGE_TYPE and its calibrated accuracy."""
+    from claimgraph.core.governance import accuracy
+
+    cli = _cli()
+    with cli._graph() as g:
+        version = g.head() if at is None else at
+        schema = g.reader.schema(version)
+        et = schema.edge_types.get(edge_type) if schema else None
+        if et is None:
+            raise InputError(f"edge type {edge_type!r} is not in the schema at version {version}")
+        rec = g.calibration(edge_type, at=version)
+        rows = [
+            {
+                "agent": a,
+                "wins": w,
+                "losses": lo,
+                "accuracy": round(accuracy(w, lo, et.merge_prior), 6),
+            }
+            for a, (w, lo) in sorted(rec.items())
+        ]
+        if as_json:
+            cli._emit(
+                {
+                    "edge_type": edge_type,
+                    "version": version,
+                    "prior": list(et.merge_prior),
+                    "writers": rows,
+                }
+            )
+            return
+        neutral = accuracy(0, 0, et.merge_prior)
+        _say(f"v{version} {edge_type}: prior {list(et.merge_prior)} (a new writer: {neutral:.2f})")
+        if not rows:
+            _say("  no resolved conflicts yet")
+        for r in rows:
+            _say(
+                f"  {r['agent']:<28} won {r['wins']:>5}  lost {r['losses']:>5}  {r['accuracy']:.3f}"
+            )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("escalations")(escalations_cmd)
+    app.command("escalate")(escalate_cmd)
+    app.command("tick")(tick_cmd)
+    app.command("ticker")(ticker_cmd)
+    app.command("calibration")(calibration_cmd)
+    app.add_typer(resolvers_app, name="resolvers")

@@ -1,0 +1,229 @@
+"""CLI commands of the Kafka runtime: ``kafka init|status``, ``governor``, ``projector``."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from claimgraph.errors import ConfigError
+
+__all__ = ["audit_kafka", "kafka_app", "register", "verify_kafka"]
+
+kafka_app = typer.Typer(help="Topics and status of the Kafka runtime.", no_args_is_help=True)
+
+
+def _ctx() -> Any:
+    from claimgraph.cli.main import CTX
+
+    return CTX
+
+
+def _emit(obj: Any) -> None:
+    from claimgraph.cli.main import _emit as emit
+
+    emit(obj)
+
+
+def _say(text: str) -> None:
+    from claimgraph.cli.main import out
+
+    out.print(text, markup=False)
+
+
+@kafka_app.command("init")
+def kafka_init(
+    partitions: Annotated[int, typer.Option(help="Partitions of each topic.")] = 4,
+    replication: Annotated[int, typer.Option(help="Replication factor.")] = 1,
+) -> None:
+    """Create the commands, decisions and runs topics (idempotent; says what exists)."""
+    from claimgraph.logs.kafka import KafkaConfig, init_topics
+
+    base = _ctx().kafka()
+    cfg = KafkaConfig(
+        base.bootstrap, prefix=base.prefix, partitions=partitions, replication=replication
+    )
+    for line in init_topics(cfg):
+        _say(line)
+
+
+@kafka_app.command("status")
+def kafka_status(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Each partition's head, governor lag and owner (and the --graph's partition)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from claimgraph.logs.kafka import partition_for, topic_partitions
+
+    ctx = _ctx()
+    cfg = ctx.kafka()
+    parts = topic_partitions(cfg, cfg.commands_topic)
+    rows = []
+    for p in range(parts):
+        c = Consumer(
+            cfg.client(**{"group.id": f"{cfg.prefix}-governor-p{p}", "enable.auto.commit": False})
+        )
+        try:
+            _, cmd_end = c.get_watermark_offsets(
+                TopicPartition(cfg.commands_topic, p), timeout=10, cached=False
+            )
+            _, dec_end = c.get_watermark_offsets(
+                TopicPartition(cfg.decisions_topic, p), timeout=10, cached=False
+            )
+            committed = c.committed([TopicPartition(cfg.commands_topic, p)], timeout=10)[0]
+        finally:
+            c.close()
+        position = committed.offset if committed.offset >= 0 else 0
+        rows.append(
+            {
+                "partition": p,
+                "commands_end": cmd_end,
+                "decided_up_to": position,
+                "lag": max(0, cmd_end - position),
+                "decisions_end": dec_end,
+                "governor_owner": committed.metadata or None,
+            }
+        )
+    graph_partition = partition_for(ctx.graph, parts)
+    if as_json:
+        _emit(
+            {
+                "bootstrap": cfg.bootstrap,
+                "prefix": cfg.prefix,
+                "graph": ctx.graph,
+                "graph_partition": graph_partition,
+                "partitions": rows,
+            }
+        )
+        return
+    _say(
+        f"{cfg.bootstrap} prefix {cfg.prefix}: graph {ctx.graph!r} is on partition "
+        f"{graph_partition}"
+    )
+    for r in rows:
+        _say(
+            f"  p{r['partition']}: decisions end {r['decisions_end']}, commands "
+            f"{r['decided_up_to']}/{r['commands_end']} decided (lag {r['lag']}), "
+            f"governor {r['governor_owner'] or '-'}"
+        )
+
+
+def governor(
+    partition: Annotated[
+        int | None,
+        typer.Option(help="Commands partition to govern (default: the --graph's partition)."),
+    ] = None,
+    batch_size: Annotated[int, typer.Option(help="Commands per transaction (at most).")] = 1000,
+    batch_ms: Annotated[int, typer.Option(help="Longest wait to fill a batch (ms).")] = 100,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve Prometheus metrics on PORT.")
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option(help="Address of the metrics server (0.0.0.0 in containers).")
+    ] = "127.0.0.1",
+    checkpoints: Annotated[
+        Path | None,
+        typer.Option(help="Directory of state snapshots: restart folds only the tail after one."),
+    ] = None,
+    checkpoint_every: Annotated[
+        int | None, typer.Option(help="Snapshot after every N decided commands.")
+    ] = None,
+) -> None:
+    """Run the exactly-once governor for one partition of the commands topic."""
+    from claimgraph.logs.kafka import partition_for, topic_partitions
+    from claimgraph.streams.kafka import KafkaGovernor
+    from claimgraph.streams.metrics import GovernorMetrics
+
+    ctx = _ctx()
+    cfg = ctx.kafka()
+    if partition is None:
+        partition = partition_for(ctx.graph, topic_partitions(cfg, cfg.commands_topic))
+    metrics = GovernorMetrics(metrics_port, partition, metrics_host)
+    if checkpoint_every is not None and checkpoints is None:
+        raise ConfigError("--checkpoint-every needs --checkpoints DIR")
+    gov = KafkaGovernor(
+        cfg,
+        partition,
+        batch_size=batch_size,
+        batch_ms=batch_ms,
+        on_batch=metrics.update,
+        checkpoints=checkpoints,
+        checkpoint_every=checkpoint_every,
+    )
+    signal.signal(signal.SIGTERM, lambda *_: gov.stop())
+    try:
+        gov.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        gov.close()
+
+
+def projector(
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve Prometheus metrics on PORT.")
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option(help="Address of the metrics server (0.0.0.0 in containers).")
+    ] = "127.0.0.1",
+    checkpoint_every: Annotated[
+        int | None,
+        typer.Option(help="Checkpoint into DIR/checkpoints after every N projected decisions."),
+    ] = None,
+) -> None:
+    """Project the --graph from Kafka into the --data directory (versioned RocksDB); restarts
+    from the newest checkpoint in DIR/checkpoints plus the partition's tail."""
+    from claimgraph.streams.kafka_projector import KafkaProjector
+    from claimgraph.streams.metrics import ProjectorMetrics
+
+    ctx = _ctx()
+    proj = KafkaProjector(ctx.kafka(), ctx.graph, Path(ctx.data))
+    metrics = ProjectorMetrics(metrics_port, ctx.graph, metrics_host)
+    signal.signal(signal.SIGTERM, lambda *_: proj.stop())
+    try:
+        proj.run(on_batch=metrics.update, checkpoint_every=checkpoint_every)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        proj.close()
+
+
+def verify_kafka(as_json: bool) -> None:
+    """Re-run the governor over the --graph's commands partition."""
+    from claimgraph.logs.kafka import partition_for, topic_partitions
+    from claimgraph.streams.kafka import verify_partition
+
+    ctx = _ctx()
+    cfg = ctx.kafka()
+    p = partition_for(ctx.graph, topic_partitions(cfg, cfg.commands_topic))
+    commands, decisions = verify_partition(cfg, p)
+    if as_json:
+        _emit({"ok": True, "partition": p, "commands": commands, "decisions": decisions})
+    else:
+        _say(
+            f"verify ok: partition {p}: {commands} commands → {decisions} decisions, "
+            "identical bytes"
+        )
+
+
+def audit_kafka(as_json: bool) -> None:
+    """Re-project the --graph from Kafka into a scratch store; compare with --data."""
+    from claimgraph.service.audit import compare_with_reprojection
+
+    ctx = _ctx()
+    if not (Path(ctx.data) / "projection").exists():
+        raise ConfigError(f"{ctx.data} holds no projection to audit")
+    rows, head = compare_with_reprojection(ctx.kafka(), ctx.graph, Path(ctx.data))
+    if as_json:
+        _emit({"ok": True, "rows": rows, "head": head})
+    else:
+        _say(f"audit ok: {rows} rows identical up to v{head}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(kafka_app, name="kafka")
+    app.command("governor")(governor)
+    app.command("projector")(projector)

@@ -1,0 +1,282 @@
+"""CLI commands for what agents and people touch: ``serve``, ``runs``, ``key``."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from claimgraph.errors import ConfigError, IntegrityError
+
+__all__ = ["key_app", "register", "runs_app", "serve"]
+
+runs_app = typer.Typer(
+    help="Runs: the version each run pinned, what it read and wrote; replay to prove its inputs.",
+    no_args_is_help=True,
+)
+key_app = typer.Typer(
+    help="Ed25519 signing keys for producers that write to the commands log directly.",
+    no_args_is_help=True,
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+DEFAULT_PRINCIPALS: list[dict[str, Any]] = [
+    {"agent": "admin", "roles": ["admin"]},
+    {"agent": "reviewer", "roles": ["resolver"]},
+]
+
+
+def _cli() -> Any:
+    from claimgraph.cli import main as cli
+
+    return cli
+
+
+def _say(text: str) -> None:
+    _cli().out.print(text, markup=False)
+
+
+# -- runs -------------------------------------------------------------------------------------
+
+
+@runs_app.command("list")
+def runs_list(as_json: JsonOpt = False) -> None:
+    """Every run: agent, task, pinned version, snapshot, reads/writes, and whether it ended."""
+    with _cli()._graph() as g:
+        runs = g.runs()
+    if as_json:
+        _cli()._emit([r.as_dict() for r in runs])
+        return
+    if not runs:
+        _say("no runs yet")
+    for r in runs:
+        state = f"ended {r.status}" if not r.live else "LIVE (pins its version)"
+        snap = f" snapshot {r.snapshot_id}" if r.snapshot_id else ""
+        _say(
+            f"{r.run_id}  {r.agent}/{r.task or '-'}  at v{r.pinned_version}{snap}  "
+            f"{r.reads} reads, {r.writes} writes, {r.tools} tools  {state}"
+        )
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: Annotated[str, typer.Argument(help="The run's id (claimgraph runs list).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """A run's trace: the pinned version, each read (query, digest), write and tool call."""
+    import json
+
+    from claimgraph.service.runs import RunNotFound
+
+    with _cli()._graph() as g:
+        events = g.run_events(run_id)
+    if not events:
+        raise RunNotFound(run_id)
+    if as_json:
+        _cli()._emit(events)
+        return
+    first = events[0]
+    _say(
+        f"run {run_id}: {first['agent']}/{first['task'] or '-'} pinned v{first['pinned_version']}"
+        + (f" (snapshot {first['snapshot_id']})" if first["snapshot_id"] else "")
+    )
+    for e in events:
+        p = json.loads(e["payload"])
+        if e["kind"] == "read":
+            q = p["query"]
+            args = ", ".join(f"{k}={v}" for k, v in q["args"].items() if v is not None)
+            line = f"read  {q['op']}({args})  digest {p['digest'][:16]}"
+        elif e["kind"] == "write":
+            line = f"write {p['command_type']} {p['command_id']} → v{p['version']} {p['kind']} "
+            line += p["reason"]
+        elif e["kind"] == "tool":
+            line = f"tool  {p['name']}  in={json.dumps(p['input'])}  out={json.dumps(p['output'])}"
+        elif e["kind"] == "end":
+            line = f"end   {p['status']}"
+        else:
+            line = "start"
+        _say(f"  {e['seq']:>4} {line}")
+
+
+@runs_app.command("replay")
+def runs_replay(
+    run_id: Annotated[str, typer.Argument(help="The run's id (claimgraph runs list).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Re-execute the run's reads at its pinned version; exit 7 at the first difference."""
+    with _cli()._graph() as g:
+        rep = g.replay_run(run_id)
+    if as_json:
+        _cli()._emit(rep.as_dict())
+    if not rep.identical:
+        diff = rep.first_difference or {}
+        raise IntegrityError(
+            f"run {run_id} replayed differently at event {diff.get('seq')}: "
+            f"{diff.get('query')} recorded {diff.get('recorded', '')[:16]}, "
+            f"now {str(diff.get('replayed', ''))[:40]}"
+        )
+    if not as_json:
+        _say(f"replay ok: {rep.reads} reads at v{rep.pinned_version} gave identical results")
+
+
+# -- keys ---------------------------------------------------------------------------------------
+
+
+@key_app.command("generate")
+def key_generate(
+    path: Annotated[Path, typer.Argument(help="Where to write the private key (PEM, mode 600).")],
+    key_id: Annotated[
+        str | None, typer.Option(help="The key's id (default: the file name's stem).")
+    ] = None,
+) -> None:
+    """Create an Ed25519 key pair; print the key id and the public key (hex) to register."""
+    from claimgraph.service.signers import Signer
+
+    if path.exists():
+        raise ConfigError(f"{path} exists; refusing to overwrite a key")
+    s = Signer.generate(key_id or path.stem)
+    s.save(path)
+    _say(f"key {s.key_id}: private key in {path}")
+    _say(f"public key: {s.public_bytes.hex()}")
+    _say(
+        f"register it: claimgraph key register {s.key_id} {s.public_bytes.hex()} "
+        "--for AGENT --agent ADMIN"
+    )
+
+
+def _signer(path: Path | None) -> Any:
+    from claimgraph.service.signers import Signer
+
+    return Signer.load(path) if path is not None else None
+
+
+SignOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--sign-with", help="Sign the command with this private key (a graph with keys needs it)."
+    ),
+]
+
+
+@key_app.command("register")
+def key_register(
+    key_id: Annotated[str, typer.Argument(help="The key's id.")],
+    public_key: Annotated[str, typer.Argument(help="The raw Ed25519 public key, hex.")],
+    key_agent: Annotated[
+        str, typer.Option("--for", help="Agent pattern the key may sign for ('*': an ingress).")
+    ],
+    agent: Annotated[str, typer.Option("--agent", "-a", help="The admin registering it.")],
+    sign_with: SignOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Register a public key (admin); from then on the graph requires signed commands."""
+    try:
+        raw = bytes.fromhex(public_key)
+    except ValueError:
+        raise ConfigError(
+            "the public key must be hex (claimgraph key generate prints it)"
+        ) from None
+    with _cli()._graph() as g:
+        g.signer = _signer(sign_with)
+        r = g.register_key(key_id, key_agent, raw, agent=agent)
+    _cli()._print_receipt(r, as_json)
+
+
+@key_app.command("revoke")
+def key_revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id.")],
+    agent: Annotated[str, typer.Option("--agent", "-a", help="The admin revoking it.")],
+    sign_with: SignOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Revoke a signing key (admin)."""
+    with _cli()._graph() as g:
+        g.signer = _signer(sign_with)
+        r = g.revoke_key(key_id, agent=agent)
+    _cli()._print_receipt(r, as_json)
+
+
+# -- serve --------------------------------------------------------------------------------------
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    tokens: Annotated[
+        Path | None,
+        typer.Option(
+            help="Token file (bearer token → principal). Default: DATA/tokens.json, created "
+            "with an admin and a reviewer token if missing."
+        ),
+    ] = None,
+    tick: Annotated[
+        float, typer.Option(help="Seconds between ticks written to the log (0: no ticker).")
+    ] = 5.0,
+    signing_key: Annotated[
+        Path | None,
+        typer.Option(
+            help="The ingress's private key, for graphs that require signatures (register it "
+            "with --for '*')."
+        ),
+    ] = None,
+) -> None:
+    """Serve the graph over HTTP: the API, the review page (/review) and a ticker.
+
+    Embedded by default (--data); with --bootstrap, the Kafka runtime: writes go to the
+    commands topic and reads come from the projector's directory given as --data.
+    """
+    import uvicorn
+
+    from claimgraph.http.app import create_app
+    from claimgraph.http.auth import TokenFile, generate_token_file
+
+    ctx = _cli().CTX
+    signer = _signer(signing_key)
+    if ctx.bootstrap:
+        from claimgraph.service.kafka_graph import KafkaGraph
+
+        graph: Any = KafkaGraph(ctx.kafka(), ctx.graph, ctx.data)
+        runtime = f"Kafka {ctx.bootstrap}, projection {ctx.data}"
+    else:
+        from claimgraph.service.graph import open_graph
+
+        graph = open_graph(ctx.data)
+        runtime = f"embedded, {ctx.data}"
+    token_path = tokens or ctx.data / "tokens.json"
+    if not token_path.exists():
+        if tokens is not None:
+            raise ConfigError(f"token file {token_path} does not exist")
+        generate_token_file(token_path, DEFAULT_PRINCIPALS)
+        _say(f"created {token_path} with tokens for: admin (admin), reviewer (resolver)")
+    app = create_app(graph, TokenFile.load(token_path), signer=signer)
+    stop = threading.Event()
+
+    def ticker() -> None:
+        graph.signer = signer
+        while not stop.wait(tick):
+            try:
+                graph.tick(agent="ticker")
+            except Exception as exc:  # the ticker must not take the server down
+                _cli().err.print(f"claimgraph: tick failed: {exc}", markup=False)
+
+    if tick > 0:
+        threading.Thread(target=ticker, name="claimgraph-ticker", daemon=True).start()
+    url = f"http://{host}:{port}"
+    _say(f"claimgraph: graph {graph.name!r} ({runtime})")
+    _say(f"  API          {url}/v1   (OpenAPI: {url}/docs)")
+    _say(f"  review page  {url}/review")
+    _say(f"  tokens       {token_path}  (Authorization: Bearer TOKEN)")
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:
+        stop.set()
+        graph.close()
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve``, ``runs`` and ``key`` to the CLI."""
+    app.command("serve")(serve)
+    app.add_typer(runs_app, name="runs")
+    app.add_typer(key_app, name="key")

@@ -1,0 +1,83 @@
+"""Erasure for privacy: an admin ``erase`` command removes one claim's payload from every read.
+
+Erasure is **not** retirement and **not** a correction: the claim keeps its place in the
+graph (its edge, status, owner, confidence and times), so every read of the graph's *state*
+at every version is unchanged. What goes is its payload — ``evidence``, ``reasoning`` and
+``properties`` — the free-form parts where personal data ends up. To correct wrong data,
+retract the claim or resolve its conflict; erasure is for a privacy request.
+
+How it stays deterministic:
+
+* The governor decides ``erase`` like any command (:func:`decide_erase`, pure): an admin, a
+  known claim → ``accepted``/``erased`` with the claim id as ``target``; otherwise a recorded
+  rejection. The decision itself is the **tombstone**; it carries no payload.
+* The projector, on folding that decision at version E, rewrites every row of the claim, at
+  every version, with the payload replaced by empty values and ``"erased": E``, and writes an
+  erasure row (family ``X``) at E. A re-projection of the log does exactly the same at E, so
+  audit and replay stay byte-identical; rows the claim gets later are built from the
+  scrubbed record. Checkpoints are scrubbed too (:mod:`claimgraph.projections.erasure`).
+* Reads of the decisions log through the API (``decisions()``, ``claimgraph log``) pass
+  through :func:`scrub_decision`, so no read path returns the payload.
+
+The commands and decisions logs themselves are never rewritten (replay and verify need their
+bytes): on the embedded runtime the raw log records keep the payload until the data directory
+is deleted, on Kafka until topic retention removes them. Deployments that must remove those
+bytes too should give the topics a retention period (or encrypt payloads per subject).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+from claimgraph.core.model import Command, Decision, EraseCommand, Reason
+from claimgraph.core.state import GraphState
+
+__all__ = ["PAYLOAD", "decide_erase", "scrub_decision", "scrub_row"]
+
+PAYLOAD: dict[str, Any] = {"evidence": [], "reasoning": "", "properties": {}}
+
+
+# -- the decision (pure) ----------------------------------------------------------------------
+
+
+def decide_erase(state: GraphState, cmd: Command, d: Decision) -> tuple[Reason, str] | None:
+    """Fill ``d`` for an erase command; return (reason, detail) to reject it instead."""
+    c = cast(EraseCommand, cmd)
+    if state.schema is None:
+        return Reason.NO_SCHEMA, "no schema has been published: there are no admins yet"
+    if not state.schema.is_admin(c["agent"]):
+        return (
+            Reason.NOT_ADMIN,
+            f"agent {c['agent']!r} is not an admin in schema revision {state.schema_rev}",
+        )
+    claim_id = c["claim_id"]
+    if not claim_id or len(claim_id) > 256 or not claim_id.isprintable():
+        return Reason.INVALID_ID, "claim_id must be 1-256 printable characters"
+    if claim_id not in state.claims:
+        return Reason.UNKNOWN_CLAIM, f"no claim {claim_id!r} in this graph"
+    d["kind"] = "accepted"
+    d["reason"] = Reason.ERASED.value
+    d["target"] = claim_id
+    d["detail"] = f"payload of claim {claim_id} erased at every version: {c['reason'][:200]}"
+    return None
+
+
+# -- projections ------------------------------------------------------------------------------
+
+
+def scrub_row(row: dict[str, Any], version: int) -> dict[str, Any]:
+    """A claim row with its payload replaced by the tombstone (key order kept)."""
+    out = {k: PAYLOAD.get(k, v) for k, v in row.items()}
+    out["erased"] = version
+    return out
+
+
+def scrub_decision(d: Decision, erased: Callable[[str], int | None]) -> Decision:
+    """A decision as every read must show it: the payload of an erased claim removed."""
+    claim = d["claim"]
+    if claim is None or erased(claim["claim_id"]) is None:
+        return d
+    out = dict(d)
+    out["claim"] = cast(Any, {**claim, **PAYLOAD})
+    return cast(Decision, out)

@@ -1,0 +1,615 @@
+"""The fold of decisions into graph state: ``evolve(state, decision, version)`` (pure, no I/O).
+
+Theory of operation
+-------------------
+The decisions log is the graph's history and every decision states its effects explicitly, so
+folding it needs no policy judgement, only bookkeeping. The same fold serves two readers:
+
+* the **governor** (``streams.governor.decide``) reads a :class:`GraphState` to judge the next
+  command, then folds its own decision in;
+* the **projector** folds the same decisions and writes what changed (:class:`Changes`) as
+  versioned rows into RocksDB, so that any version can be read later.
+
+Rules, applied in this order for one decision at version ``v``:
+
+1. the claim the decision carries is stored with a status given by the decision kind
+   (accepted → visible, conflicted → lost, quarantined → withheld in ``conflict_id``);
+2. ``supersedes`` → superseded, ``withheld`` → withheld in ``conflict_id``,
+   ``released`` → visible, ``dismissed`` → dismissed; a retract's ``target`` → retired;
+3. a conflict with no withheld claim left is closed.
+
+An edge reads **unknown** while it has a withheld claim in an open conflict or one of its
+exclusive slots is under an open conflict; otherwise **present** when it has a visible
+``assert`` claim, else **absent**. Visible claims on one edge always agree in polarity, and
+visible asserts in an exclusive slot are always on one edge: ``decide`` keeps both invariants.
+
+Keys are strings joined with ``\\x1f`` (ids may not contain control characters):
+edge ``type␟stype␟sid␟otype␟oid``, slot ``type␟out␟stype␟sid`` or ``type␟in␟otype␟oid``.
+"""
+
+from __future__ import annotations
+
+import sys
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+from claimgraph.core.governor.admission import KeyState, fold_key, requires_signatures
+from claimgraph.core.model import ClaimRecord, Decision, GrantRecord
+from claimgraph.core.schema import EdgeType, GraphSchema, parse_schema
+
+# The version of what the fold builds (the classes below and their meaning). Checkpoints record
+# it and are skipped when it differs; bump it with any change to the fold's state or behaviour.
+STATE_FORMAT = 2
+
+__all__ = [
+    "DISMISSED",
+    "LOST",
+    "RETIRED",
+    "SEP",
+    "STATE_FORMAT",
+    "STATUS_NAMES",
+    "SUPERSEDED",
+    "VISIBLE",
+    "WITHHELD",
+    "Changes",
+    "ClaimState",
+    "ConflictState",
+    "EdgeState",
+    "GraphState",
+    "edge_key",
+    "edge_parts",
+    "slot_keys",
+]
+
+SEP = "\x1f"
+VISIBLE, WITHHELD, LOST, SUPERSEDED, RETIRED, DISMISSED = 1, 2, 3, 4, 5, 6
+STATUS_NAMES = {
+    VISIBLE: "visible",
+    WITHHELD: "withheld",
+    LOST: "lost",
+    SUPERSEDED: "superseded",
+    RETIRED: "retired",
+    DISMISSED: "dismissed",
+}
+_intern = sys.intern
+
+
+def edge_key(edge_type: str, s_type: str, s_id: str, o_type: str, o_id: str) -> str:
+    """The key of an edge: ``type␟stype␟sid␟otype␟oid``."""
+    return SEP.join((edge_type, s_type, s_id, o_type, o_id))
+
+
+def edge_parts(key: str) -> tuple[str, str, str, str, str]:
+    """Split an edge key into (type, subject type, subject id, object type, object id)."""
+    t, st, si, ot, oi = key.split(SEP)
+    return t, st, si, ot, oi
+
+
+def slot_keys(et: EdgeType | None, key: str) -> tuple[str, ...]:
+    """The exclusive slots an edge belongs to under its edge type's cardinality."""
+    if et is None:
+        return ()
+    subject_side = et.subject_exclusive
+    object_side = et.object_exclusive
+    if not subject_side and not object_side:
+        return ()
+    t, st, si, ot, oi = key.split(SEP)
+    out: list[str] = []
+    if subject_side:
+        out.append(SEP.join((t, "out", st, si)))
+    if object_side:
+        out.append(SEP.join((t, "in", ot, oi)))
+    return tuple(out)
+
+
+class ClaimState:
+    """What the fold remembers of one claim (kept small: there may be millions)."""
+
+    __slots__ = ("agent", "asserts", "based", "conf", "conflict", "edge", "status", "ts")
+
+    def __init__(
+        self,
+        edge: str,
+        agent: str,
+        asserts: bool,
+        ts: int,
+        status: int,
+        conflict: str | None,
+        conf: float = 1.0,
+        based: int | None = None,
+    ) -> None:
+        self.edge = edge
+        self.agent = agent
+        self.asserts = asserts
+        self.ts = ts
+        self.status = status
+        self.conflict = conflict
+        self.conf = conf  # confidence: weights in merges, decision checks
+        self.based = based  # based_on_version
+
+
+_CONF: dict[float, float] = {}
+
+
+def _shared_float(x: float) -> float:
+    """One float object per distinct confidence (they repeat; there may be millions)."""
+    if len(_CONF) > 4096:
+        return x
+    return _CONF.setdefault(x, x)
+
+
+class EdgeState:
+    """Visible and withheld claims of one edge, and the version its read state last changed."""
+
+    __slots__ = ("changed", "visible", "withheld")
+
+    def __init__(self) -> None:
+        # tuples, not lists: most edges hold one claim, and there may be millions of edges
+        self.visible: tuple[str, ...] = ()
+        self.withheld: tuple[str, ...] = ()
+        self.changed = -1
+
+
+@dataclass(slots=True)
+class ConflictState:
+    """An open or closed conflict: the claims it withholds and how it ended."""
+
+    conflict_id: str
+    edge_type: str
+    opened_at: int
+    claims: list[str] = field(default_factory=list)
+    slots: list[str] = field(default_factory=list)
+    closed_at: int | None = None
+    outcome: str = ""  # resolved | released | fallback | emptied
+    members: list[str] = field(default_factory=list)  # every claim ever withheld in it
+    blocked_reads: int = 0
+    opened_time: int = 0  # log time of the decision that opened it (deadlines count from it)
+    blocked_runs: list[str] = field(default_factory=list)  # runs it blocked (reported at end)
+    escalated_at: int | None = None  # version at which it was escalated to a human
+    escalation: str = ""  # why: "deadline: ...", "blocked_reads: ...", "resolver: ..."
+
+    @property
+    def open(self) -> bool:
+        return self.closed_at is None
+
+
+@dataclass(slots=True)
+class GrantState:
+    """An accepted grant and whether it was revoked."""
+
+    record: GrantRecord
+    revoked: bool = False
+
+
+@dataclass(slots=True)
+class Changes:
+    """What one decision changed, for the projector to write at that version."""
+
+    claims: list[tuple[str, int]] = field(default_factory=list)  # (claim id, new status)
+    new_claim: ClaimRecord | None = None
+    edges: list[str] = field(default_factory=list)  # edge keys whose rows must be rewritten
+    slots: list[str] = field(default_factory=list)  # slot keys whose conflict marker changed
+    conflicts: list[str] = field(default_factory=list)
+    calibration: list[tuple[str, str]] = field(default_factory=list)  # (edge type, agent)
+
+    def touch_edge(self, key: str) -> None:
+        if key not in self.edges:
+            self.edges.append(key)
+
+
+class GraphState:
+    """The folded state of one graph: claims, edges, slots, conflicts, grants, schema."""
+
+    def __init__(self, graph: str) -> None:
+        self.graph = graph
+        self.schema: GraphSchema | None = None
+        self.schema_rev = 0
+        self.claims: dict[str, ClaimState] = {}
+        self.edges: dict[str, EdgeState] = {}
+        self.slot_holder: dict[str, str] = {}  # exclusive slot → edge holding visible asserts
+        self.slot_conflict: dict[str, str] = {}  # exclusive slot → open conflict id
+        self.slot_changed: dict[str, int] = {}
+        self.conflicts: dict[str, ConflictState] = {}
+        self.grants: dict[str, GrantState] = {}
+        self.open_conflicts: dict[str, None] = {}  # open conflict ids, in opening order
+        # confidence-weighted-merge: vote group (a slot, or an edge) → agent → its latest
+        # claim there, visible or not — each writer's latest claim counts once in a merge
+        self.votes: dict[str, dict[str, str]] = {}
+        # (edge type, agent) → [wins, losses] in resolved conflicts: calibration
+        self.record: dict[tuple[str, str], list[int]] = {}
+        self.keys: dict[str, KeyState] = {}  # signing keys (claimgraph.core.governor.admission)
+        self.keys_active = False  # a graph with an active key requires signed commands
+        self.other_commands: set[str] = set()  # ids of commands that are not claims
+        self._sides: dict[str, tuple[bool, bool]] = {}  # edge type → exclusive sides
+        self.head = -1  # version of the last decision folded in
+        # Where versions are not dense (Kafka offsets), the governor folds decisions by
+        # sequence number and keeps the offsets of the committed ones here; None means
+        # versions are sequence numbers (the embedded logs).
+        self.offsets: list[int] | None = None
+        self.last_log_time = 0
+        self.decisions = 0
+
+    # -- queries used by decide() and by readers -------------------------------------------
+
+    def seen(self, command_id: str) -> bool:
+        return command_id in self.claims or command_id in self.other_commands
+
+    def edge_type(self, name: str) -> EdgeType | None:
+        return self.schema.edge_types.get(name) if self.schema else None
+
+    def slots_of(self, key: str) -> tuple[str, ...]:
+        """The exclusive slots of an edge under the schema in force (hot: cached by type)."""
+        name = key[: key.index(SEP)]
+        sides = self._sides.get(name)
+        if sides is None:
+            et = self.edge_type(name)
+            sides = self._sides[name] = (
+                (et.subject_exclusive, et.object_exclusive) if et is not None else (False, False)
+            )
+        if sides == (False, False):
+            return ()
+        t, st, si, ot, oi = key.split(SEP)
+        if sides == (True, False):
+            return (SEP.join((t, "out", st, si)),)
+        if sides == (False, True):
+            return (SEP.join((t, "in", ot, oi)),)
+        return (SEP.join((t, "out", st, si)), SEP.join((t, "in", ot, oi)))
+
+    def edge_conflict(self, key: str) -> str | None:
+        """The open conflict that makes an edge unknown, if any."""
+        es = self.edges.get(key)
+        if es is not None and es.withheld:
+            c = self.claims[es.withheld[0]].conflict
+            if c is not None:
+                return c
+        for s in self.slots_of(key):
+            c = self.slot_conflict.get(s)
+            if c is not None:
+                return c
+        return None
+
+    def conflicts_touching(self, key: str) -> set[str]:
+        """Every open conflict that makes an edge unknown (its own claims, or a slot)."""
+        out: set[str] = set()
+        es = self.edges.get(key)
+        if es is not None:
+            for c in es.withheld:
+                conflict = self.claims[c].conflict
+                if conflict is not None:
+                    out.add(conflict)
+        for s in self.slots_of(key):
+            conflict = self.slot_conflict.get(s)
+            if conflict is not None:
+                out.add(conflict)
+        return out
+
+    def edge_own(self, key: str) -> tuple[str, str | None, list[str]]:
+        """Like :meth:`edge_read` but ignoring slot conflicts: what an edge row stores."""
+        es = self.edges.get(key)
+        if es is None:
+            return "absent", None, []
+        visible = list(es.visible)
+        if es.withheld:
+            return "unknown", self.claims[es.withheld[0]].conflict, visible
+        if visible and self.claims[visible[0]].asserts:
+            return "present", None, visible
+        return "absent", None, visible
+
+    def edge_read(self, key: str) -> tuple[str, str | None, list[str]]:
+        """(state, conflict id, visible claim ids) of an edge at the folded head."""
+        conflict = self.edge_conflict(key)
+        es = self.edges.get(key)
+        visible = list(es.visible) if es else []
+        if conflict is not None:
+            return "unknown", conflict, visible
+        if visible and self.claims[visible[0]].asserts:
+            return "present", None, visible
+        return "absent", None, visible
+
+    def known_head(self) -> int:
+        """The newest version a reader can have seen when the next command is decided.
+
+        Embedded: the previous decision's version. Kafka: the offset of the last decision of
+        the last *committed* transaction (decisions in flight have no offset yet).
+        """
+        if self.offsets is None:
+            return self.head
+        return self.offsets[-1] if self.offsets else -1
+
+    def seq_of(self, version: int) -> int:
+        """The sequence number (count - 1) of the newest decision at or below ``version``."""
+        if self.offsets is None:
+            return version
+        return bisect_right(self.offsets, version) - 1
+
+    def changed_at(self, key: str) -> int:
+        """The last version at which the read state of the edge or one of its slots changed."""
+        es = self.edges.get(key)
+        v = es.changed if es else -1
+        for s in self.slots_of(key):
+            v = max(v, self.slot_changed.get(s, -1))
+        return v
+
+    # -- the fold -----------------------------------------------------------------------------
+
+    def evolve(self, d: Decision, version: int) -> Changes:
+        """Fold one decision in (mutates ``self``); return what changed at ``version``."""
+        ch = Changes()
+        self.head = version
+        self.decisions += 1
+        if d["log_time"] > self.last_log_time:
+            self.last_log_time = d["log_time"]
+        kind = d["kind"]
+        cid = d["command_id"]
+        claim = d["claim"]
+        duplicate = kind == "rejected" and d["reason"] == "duplicate_command"
+        if cid and not duplicate and (claim is None or kind == "rejected"):
+            self.other_commands.add(cid)
+        if kind == "rejected":
+            return ch
+        before: dict[str, str] = {}
+        conflict_id = d["conflict_id"]
+        if claim is not None:
+            key = edge_key(
+                _intern(claim["edge_type"]),
+                _intern(claim["subject_type"]),
+                claim["subject_id"],
+                _intern(claim["object_type"]),
+                claim["object_id"],
+            )
+            self._remember(before, key)
+            status = {"accepted": VISIBLE, "conflicted": LOST, "quarantined": WITHHELD}[kind]
+            cs = ClaimState(
+                key,
+                _intern(claim["agent"]),
+                claim["polarity"] == "assert",
+                claim["asserted_at"],
+                LOST,
+                None,
+                _shared_float(claim["confidence"]),
+                claim["based_on_version"],
+            )
+            self.claims[claim["claim_id"]] = cs
+            ch.new_claim = claim
+            if self._merges(claim["edge_type"]):
+                self.votes.setdefault(self.vote_group(key), {})[cs.agent] = claim["claim_id"]
+            if status == WITHHELD:
+                assert conflict_id is not None
+                self._withhold(claim["claim_id"], conflict_id, d, version, before, ch)
+            elif status == VISIBLE:
+                self._show(claim["claim_id"], before, ch)
+            else:
+                ch.claims.append((claim["claim_id"], LOST))
+        for c in d["supersedes"]:
+            self._hide(c, SUPERSEDED, before, ch)
+        for c in d["withheld"]:
+            assert conflict_id is not None
+            self._withhold(c, conflict_id, d, version, before, ch)
+        if d["command_type"] == "retract" and kind == "retired" and d["target"]:
+            self._hide(d["target"], RETIRED, before, ch)
+            self._drop_vote(d["target"])
+        resolution = d["command_type"] == "resolve" or any(
+            x["action"] == "fallback" for x in d["exits"]
+        )
+        if resolution:
+            self._calibrate(d, ch)
+        for c in d["released"]:
+            self._show(c, before, ch)
+        for c in d["dismissed"]:
+            self._hide(c, DISMISSED, before, ch)
+            self._drop_vote(c)
+        for x in d["exits"]:
+            conflict = self.conflicts.get(x["conflict_id"])
+            if conflict is not None and x["action"] == "escalate" and conflict.open:
+                conflict.escalated_at = version
+                conflict.escalation = f"{x['trigger']}: {x['detail']}"
+                if conflict.conflict_id not in ch.conflicts:
+                    ch.conflicts.append(conflict.conflict_id)
+        if conflict_id is not None:
+            self._maybe_close(conflict_id, d, version, before, ch)
+        for touched in list(ch.conflicts):
+            if touched != conflict_id:
+                self._maybe_close(touched, d, version, before, ch)
+        if d["schema"] is not None:
+            self.schema = parse_schema(d["schema"]["document"], d["schema"]["source"])
+            self.schema_rev = d["schema"]["revision"]
+            self._sides = {}
+            self._rebuild_slot_holders()  # cardinalities may have changed
+        if d["grant"] is not None:
+            self.grants[d["grant"]["grant_id"]] = GrantState(d["grant"])
+        if d["command_type"] == "revoke" and d["target"] in self.grants:
+            self.grants[d["target"]].revoked = True
+        if d["key"] is not None or d["command_type"] == "revoke_key":
+            fold_key(self.keys, d)
+            self.keys_active = requires_signatures(self.keys)
+        if d["command_type"] == "read_blocked" and d["target"] in self.conflicts:
+            conflict = self.conflicts[d["target"]]
+            conflict.blocked_reads += d["count"]
+            run = d["run_id"]
+            if run is not None and run not in conflict.blocked_runs:
+                conflict.blocked_runs.append(run)
+            if d["target"] not in ch.conflicts:
+                ch.conflicts.append(d["target"])
+        self._mark_changed(before, version, ch)
+        return ch
+
+    def _merges(self, edge_type: str) -> bool:
+        et = self.edge_type(edge_type)
+        return et is not None and et.conflict_policy.value == "confidence-weighted-merge"
+
+    def vote_group(self, key: str) -> str:
+        """Where an edge's claims are merged: its (first) exclusive slot, else the edge."""
+        slots = self.slots_of(key)
+        return slots[0] if slots else key
+
+    def _drop_vote(self, claim_id: str) -> None:
+        cs = self.claims[claim_id]
+        group = self.votes.get(self.vote_group(cs.edge))
+        if group is not None and group.get(cs.agent) == claim_id:
+            del group[cs.agent]
+
+    def _calibrate(self, d: Decision, ch: Changes) -> None:
+        """A resolution is ground truth for calibration: released claims won, dismissed lost."""
+        for ids, slot in ((d["released"], 0), (d["dismissed"], 1)):
+            for c in ids:
+                cs = self.claims.get(c)
+                if cs is None or cs.status != WITHHELD:
+                    continue
+                k = (cs.edge[: cs.edge.index(SEP)], cs.agent)
+                rec = self.record.get(k)
+                if rec is None:
+                    rec = self.record[k] = [0, 0]
+                rec[slot] += 1
+                if k not in ch.calibration:
+                    ch.calibration.append(k)
+
+    def record_of(self, edge_type: str) -> dict[str, tuple[int, int]]:
+        """agent → (wins, losses) in resolved conflicts of ``edge_type``."""
+        return {a: (w, lo) for (t, a), (w, lo) in self.record.items() if t == edge_type}
+
+    def _rebuild_slot_holders(self) -> None:
+        """Recompute which edge holds each exclusive slot under the schema now in force."""
+        self.slot_holder = {}
+        for key, es in self.edges.items():
+            if any(self.claims[c].asserts for c in es.visible):
+                for s in self.slots_of(key):
+                    self.slot_holder[s] = key
+
+    def slot_violations(self, schema: GraphSchema) -> list[str]:
+        """Slots that would hold visible asserts on several edges under ``schema``."""
+        seen: dict[str, str] = {}
+        bad: list[str] = []
+        for key, es in self.edges.items():
+            if not any(self.claims[c].asserts for c in es.visible):
+                continue
+            for s in slot_keys(schema.edge_types.get(key.split(SEP, 1)[0]), key):
+                if s in seen and seen[s] != key:
+                    bad.append(s)
+                seen[s] = key
+        return bad
+
+    def _remember(self, before: dict[str, str], key: str) -> None:
+        if key not in before:
+            before[key] = self.edge_read(key)[0]
+
+    def _show(self, claim_id: str, before: dict[str, str], ch: Changes) -> None:
+        cs = self.claims[claim_id]
+        key = cs.edge
+        self._remember(before, key)
+        self._leave_conflict(claim_id, cs, ch)
+        cs.status = VISIBLE
+        es = self.edges.get(key)
+        if es is None:
+            es = self.edges[key] = EdgeState()
+        es.visible = (*es.visible, claim_id)
+        if cs.asserts:
+            for s in self.slots_of(key):
+                self.slot_holder[s] = key
+        ch.claims.append((claim_id, VISIBLE))
+        ch.touch_edge(key)
+
+    def _hide(self, claim_id: str, status: int, before: dict[str, str], ch: Changes) -> None:
+        cs = self.claims[claim_id]
+        key = cs.edge
+        self._remember(before, key)
+        if cs.status == VISIBLE:
+            es = self.edges[key]
+            es.visible = tuple(c for c in es.visible if c != claim_id)
+            if not any(self.claims[c].asserts for c in es.visible):
+                for s in self.slots_of(key):
+                    if self.slot_holder.get(s) == key:
+                        del self.slot_holder[s]
+        self._leave_conflict(claim_id, cs, ch)
+        cs.status = status
+        ch.claims.append((claim_id, status))
+        ch.touch_edge(key)
+
+    def _withhold(
+        self,
+        claim_id: str,
+        conflict_id: str,
+        d: Decision,
+        version: int,
+        before: dict[str, str],
+        ch: Changes,
+    ) -> None:
+        cs = self.claims[claim_id]
+        if cs.status == VISIBLE:
+            self._hide(claim_id, WITHHELD, before, ch)
+        else:
+            self._remember(before, cs.edge)
+        conflict = self.conflicts.get(conflict_id)
+        if conflict is None:
+            conflict = self.conflicts[conflict_id] = ConflictState(
+                conflict_id, cs.edge.split(SEP, 1)[0], version, opened_time=d["log_time"]
+            )
+            self.open_conflicts[conflict_id] = None
+        # a withheld deny disputes its edge only: denials do not occupy exclusive slots
+        for s in self.slots_of(cs.edge) if cs.asserts else ():
+            if s not in conflict.slots:
+                conflict.slots.append(s)
+            if self.slot_conflict.get(s) != conflict_id:
+                self.slot_conflict[s] = conflict_id
+                ch.slots.append(s)
+        conflict.claims.append(claim_id)
+        conflict.members.append(claim_id)
+        cs.status = WITHHELD
+        cs.conflict = conflict_id
+        es = self.edges.get(cs.edge)
+        if es is None:
+            es = self.edges[cs.edge] = EdgeState()
+        es.withheld = (*es.withheld, claim_id)
+        if (claim_id, WITHHELD) not in ch.claims:
+            ch.claims.append((claim_id, WITHHELD))
+        ch.touch_edge(cs.edge)
+        if conflict_id not in ch.conflicts:
+            ch.conflicts.append(conflict_id)
+
+    def _leave_conflict(self, claim_id: str, cs: ClaimState, ch: Changes | None = None) -> None:
+        if cs.status != WITHHELD or cs.conflict is None:
+            return
+        if ch is not None and cs.conflict not in ch.conflicts:
+            ch.conflicts.append(cs.conflict)  # its row lists the claims it still holds
+        conflict = self.conflicts[cs.conflict]
+        conflict.claims.remove(claim_id)
+        es = self.edges[cs.edge]
+        es.withheld = tuple(c for c in es.withheld if c != claim_id)
+        cs.conflict = None
+
+    def _maybe_close(
+        self, conflict_id: str, d: Decision, version: int, before: dict[str, str], ch: Changes
+    ) -> None:
+        conflict = self.conflicts.get(conflict_id)
+        if conflict is None or not conflict.open or conflict.claims:
+            return
+        conflict.closed_at = version
+        self.open_conflicts.pop(conflict_id, None)
+        conflict.outcome = {"resolve": "resolved", "retract": "released"}.get(
+            d["command_type"], "fallback" if d["exits"] else "emptied"
+        )
+        for s in conflict.slots:
+            if self.slot_conflict.get(s) == conflict_id:
+                del self.slot_conflict[s]
+                ch.slots.append(s)
+                holder = self.slot_holder.get(s)
+                for key in _slot_edges(self, s, holder):
+                    self._remember(before, key)
+                    ch.touch_edge(key)
+        if conflict_id not in ch.conflicts:
+            ch.conflicts.append(conflict_id)
+
+    def _mark_changed(self, before: dict[str, str], version: int, ch: Changes) -> None:
+        for s in ch.slots:
+            self.slot_changed[s] = version
+        for key, state in before.items():
+            if self.edge_read(key)[0] != state:
+                es = self.edges.get(key)
+                if es is None:
+                    es = self.edges[key] = EdgeState()
+                es.changed = version
+                for s in self.slots_of(key):
+                    self.slot_changed[s] = version
+
+
+def _slot_edges(state: GraphState, slot: str, holder: str | None) -> list[str]:
+    return [holder] if holder else []

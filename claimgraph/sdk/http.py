@@ -1,0 +1,403 @@
+"""The SDK's HTTP transport: ``claimgraph.connect(url, token=...)`` (httpx).
+
+:class:`HttpGraph` has the interface of the embedded graph — the same command builders
+(:class:`~claimgraph.service.api.GraphWrites`), the same reads at ``at=`` returning the same views,
+``wait``, ``run`` and ``snapshot`` (:class:`~claimgraph.service.runs.RunsMixin`) —
+over the HTTP API.
+The agent a command names must be the token's principal: the server refuses (and records)
+anything else. A rejected command comes back as a receipt, as it does in process; refusals of
+identity raise :class:`~claimgraph.errors.AuthError`.
+
+``connect(url, token=..., app=asgi_app)`` drives an ASGI app in process through
+``httpx.ASGITransport`` (the real app, no network), which is how the SDK tests run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Sequence
+from typing import Any, cast
+
+import httpx
+
+from claimgraph.core.model import Command, Decision
+from claimgraph.errors import (
+    AuthError,
+    ClaimgraphError,
+    InputError,
+    NotFoundError,
+    StorageError,
+    UnknownSlotError,
+    VersionNotYetAvailable,
+    VersionPruned,
+)
+from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
+from claimgraph.service.api import GraphReads, GraphWrites, NodeLike, Receipt, node
+from claimgraph.service.runs import RunsMixin, RunSummary
+
+__all__ = ["HttpGraph", "connect"]
+
+
+def _node_str(n: NodeLike) -> str:
+    t, i = node(n)
+    return f"{t}:{i}"
+
+
+def _tuple(x: list[str]) -> tuple[str, str]:
+    return (x[0], x[1])
+
+
+def _decision(raw: dict[str, Any]) -> Decision:
+    d = dict(raw)
+    d.pop("version", None)
+    if d.get("key") is not None:
+        d["key"] = {**d["key"], "public_key": bytes.fromhex(d["key"]["public_key"])}
+    return cast(Decision, d)
+
+
+class _SyncASGI(httpx.BaseTransport):
+    """A synchronous transport over ``httpx.ASGITransport``, on an event loop of its own."""
+
+    def __init__(self, app: Any) -> None:
+        self._asgi = httpx.ASGITransport(app=app)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        req = httpx.Request(request.method, request.url, headers=request.headers, content=body)
+
+        async def go() -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+            resp = await self._asgi.handle_async_request(req)
+            content = await resp.aread()
+            return resp.status_code, resp.headers.raw, content
+
+        status, headers, content = asyncio.run_coroutine_threadsafe(go(), self._loop).result()
+        return httpx.Response(status, headers=headers, content=content, request=request)
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        self._loop.close()
+
+
+def connect(
+    url: str,
+    token: str | None = None,
+    *,
+    app: Any = None,
+    timeout: float = 30.0,
+) -> HttpGraph:
+    """A graph over the HTTP API at ``url`` (or, with ``app``, an ASGI app in process)."""
+    transport: httpx.BaseTransport | None = _SyncASGI(app) if app is not None else None
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    client = httpx.Client(base_url=url, headers=headers, timeout=timeout, transport=transport)
+    return HttpGraph(client)
+
+
+class HttpGraph(GraphWrites, GraphReads, RunsMixin):
+    """One graph behind the HTTP API (every read of :class:`GraphReads` goes over HTTP).
+
+    Reads that come back unknown are noted as in process, so a run reports its blocked reads
+    (``read_blocked``) at its end, as the governance exit conditions expect.
+    """
+
+    def __init__(self, client: httpx.Client) -> None:
+        self._http = client
+        self.name = cast(str, self._get("/v1/head")["graph"])
+
+    def close(self) -> None:
+        self._http.close()  # closes its transport too
+
+    def __enter__(self) -> HttpGraph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the wire ---------------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        try:
+            return self._http.request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            raise StorageError(f"cannot reach the claimgraph API: {exc}") from None
+
+    @staticmethod
+    def _raise(resp: httpx.Response) -> None:
+        try:
+            body: dict[str, Any] = resp.json()
+        except ValueError:
+            body = {}
+        reason = str(body.get("reason", ""))
+        detail = str(body.get("detail", resp.text[:200]))
+        if resp.status_code in (401, 403) and reason:
+            raise AuthError(reason, detail, resp.status_code)
+        if reason == "future_version":
+            raise VersionNotYetAvailable(-1, int(body.get("head", -1)), 0.0)
+        if reason == "version_pruned":
+            raise VersionPruned(-1, int(body.get("horizon", -1)))
+        if reason == "unknown_slot":
+            raise UnknownSlotError(detail, str(body.get("conflict_id", "")))
+        if reason == "not_found":
+            raise NotFoundError(detail)
+        if resp.status_code == 422:
+            raise InputError(f"{reason}: {detail}")
+        raise ClaimgraphError(f"HTTP {resp.status_code} {reason}: {detail}")
+
+    def _get(self, path: str, **params: Any) -> Any:
+        q = {k: v for k, v in params.items() if v is not None}
+        resp = self._request("GET", path, params=q)
+        if resp.status_code != 200:
+            try:
+                self._raise(resp)
+            except UnknownSlotError as exc:  # a halted read is a blocked read too
+                self._note_blocked(exc.conflict_id, f"{path} {sorted(q.items())}")
+                raise
+        return resp.json()
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    def _one(self, command: Command) -> Receipt:
+        c = dict(cast(dict[str, Any], command))
+        ctype = c.pop("type", "claim")
+        c.pop("graph", None)
+        if ctype == "claim":
+            c["subject"] = f"{c.pop('subject_type')}:{c.pop('subject_id')}"
+            c["object"] = f"{c.pop('object_type')}:{c.pop('object_id')}"
+        elif ctype == "retract":
+            c.pop("run_id", None)
+        elif ctype == "register_key":
+            c["public_key"] = bytes(c["public_key"]).hex()
+        resp = self._request("POST", f"/v1/commands/{ctype}", json=c)
+        body: dict[str, Any] = {}
+        with contextlib.suppress(ValueError):
+            body = resp.json()
+        if resp.status_code == 200:
+            d = _decision(body["decision"])
+            return Receipt(body["command_id"], body["position"], body["version"], d)
+        if "decision" in body and body.get("decision", {}).get("command_type") == ctype:
+            d = _decision(body["decision"])  # the governor rejected it: a receipt, as in process
+            return Receipt(d["command_id"], d["input_offset"], body["version"], d)
+        self._raise(resp)
+        raise AssertionError("unreachable")
+
+    # -- versions and reads -----------------------------------------------------------------------
+
+    def head(self) -> int:
+        """The newest applied version."""
+        return int(self._get("/v1/head")["head"])
+
+    def wait_for(self, version: int, timeout: float = 0.0) -> int:
+        """Wait (on the server) until ``version`` is applied; return head."""
+        try:
+            return int(self._get(f"/v1/versions/{version}", timeout=min(timeout, 30.0))["head"])
+        except VersionNotYetAvailable as exc:
+            raise VersionNotYetAvailable(version, exc.head, timeout) from None
+
+    def edge(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> EdgeView:
+        """One edge as of ``at``: present, absent or unknown (with the conflict id)."""
+        r = self._get(
+            "/v1/edge",
+            edge_type=edge_type,
+            subject=_node_str(subject),
+            object=_node_str(obj),
+            at=at,
+            timeout=timeout or None,
+        )
+        e = EdgeView(
+            r["edge_type"],
+            _tuple(r["subject"]),
+            _tuple(r["object"]),
+            r["state"],
+            r["version"],
+            r["conflict_id"],
+            tuple(r["claims"]),
+            r.get("fallback"),
+        )
+        if e.state == "unknown":
+            self._note_blocked(e.conflict_id, f"edge {edge_type} {e.subject} {e.object}")
+        return e
+
+    def slot(
+        self,
+        edge_type: str,
+        node: NodeLike,
+        *,
+        direction: str = "out",
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> SlotView:
+        """What an exclusive slot holds as of ``at``."""
+        r = self._get(
+            "/v1/slot",
+            edge_type=edge_type,
+            node=_node_str(node),
+            direction=direction,
+            at=at,
+            timeout=timeout or None,
+        )
+        v = SlotView(
+            r["edge_type"],
+            _tuple(r["node"]),
+            r["direction"],
+            r["state"],
+            r["version"],
+            r["conflict_id"],
+            tuple(_tuple(n) for n in r["nodes"]),
+            r.get("fallback"),
+        )
+        if v.state == "unknown":
+            self._note_blocked(v.conflict_id, f"slot {edge_type} {v.node} {direction}")
+        return v
+
+    def neighbors(
+        self,
+        node: NodeLike,
+        *,
+        edge_type: str | None = None,
+        direction: str = "out",
+        at: int | None = None,
+        timeout: float = 0.0,
+        include_absent: bool = False,
+    ) -> list[NeighborView]:
+        """The node's neighbours as of ``at``."""
+        r = self._get(
+            "/v1/neighbors",
+            node=_node_str(node),
+            edge_type=edge_type,
+            direction=direction,
+            include_absent=include_absent,
+            at=at,
+            timeout=timeout or None,
+        )
+        out = [
+            NeighborView(
+                n["edge_type"],
+                n["direction"],
+                _tuple(n["node"]),
+                n["state"],
+                n["conflict_id"],
+                tuple(n["claims"]),
+            )
+            for n in r["neighbors"]
+        ]
+        for v in out:
+            if v.state == "unknown":
+                self._note_blocked(v.conflict_id, f"neighbors {node} {edge_type} {direction}")
+        return out
+
+    def history(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> list[dict[str, Any]]:
+        """Every decision that touched the edge, up to ``at``."""
+        r = self._get(
+            "/v1/history",
+            edge_type=edge_type,
+            subject=_node_str(subject),
+            object=_node_str(obj),
+            at=at,
+            timeout=timeout or None,
+        )
+        return cast(list[dict[str, Any]], r["history"])
+
+    def quarantine(
+        self, *, at: int | None = None, timeout: float = 0.0, include_closed: bool = False
+    ) -> list[dict[str, Any]]:
+        """Open conflicts as of ``at`` (and closed ones with ``include_closed``)."""
+        r = self._get(
+            "/v1/quarantine", at=at, timeout=timeout or None, include_closed=include_closed
+        )
+        out = []
+        for c in r["conflicts"]:
+            c = dict(c)
+            c.pop("claim_details", None)  # the same rows the embedded reader returns
+            out.append(c)
+        return out
+
+    def claim_info(self, claim_id: str, *, at: int | None = None) -> dict[str, Any] | None:
+        """A claim's record and status as of ``at``."""
+        try:
+            return cast(dict[str, Any], self._get(f"/v1/claims/{claim_id}", at=at))
+        except NotFoundError:
+            return None
+
+    def conflict(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None:
+        """A conflict's record as of ``at``."""
+        try:
+            c = dict(self._get(f"/v1/conflicts/{conflict_id}", at=at))
+        except NotFoundError:
+            return None
+        c.pop("claim_details", None)
+        return c
+
+    def schema_info(self, *, at: int | None = None) -> dict[str, Any] | None:
+        """The schema in force at ``at``."""
+        try:
+            return cast(dict[str, Any], self._get("/v1/schema", at=at))
+        except NotFoundError:
+            return None
+
+    def escalations(
+        self, *, at: int | None = None, include_open: bool = False
+    ) -> list[dict[str, Any]]:
+        """Payloads of escalated conflicts (every open one with ``include_open``)."""
+        r = self._get("/v1/escalations", at=at, include_open=include_open)
+        return cast(list[dict[str, Any]], r["escalations"])
+
+    def calibration(self, edge_type: str, *, at: int | None = None) -> dict[str, tuple[int, int]]:
+        """agent → (wins, losses) in resolved conflicts of ``edge_type``."""
+        r = self._get("/v1/calibration", edge_type=edge_type, at=at)
+        return {a: (int(w), int(lo)) for a, (w, lo) in r["record"].items()}
+
+    def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
+        """Decisions from the decisions log: (version, decision)."""
+        r = self._get("/v1/decisions", **{"from": start, "limit": limit})
+        return [(int(d["version"]), _decision(d)) for d in r["decisions"]]
+
+    def whoami(self) -> dict[str, Any]:
+        """The principal this client's token maps to."""
+        return cast(dict[str, Any], self._get("/v1/whoami"))
+
+    # -- runs -------------------------------------------------------------------------------------
+
+    def append_run_events(self, events: Sequence[dict[str, Any]]) -> None:
+        payload = [{k: v for k, v in e.items() if k != "graph"} for e in events]
+        resp = self._request("POST", "/v1/runs/events", json={"events": payload})
+        if resp.status_code != 200:
+            self._raise(resp)
+
+    def run_events(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        if run_id is None:
+            raise InputError("over HTTP, ask for one run's events (GET /v1/runs lists runs)")
+        try:
+            return cast(list[dict[str, Any]], self._get(f"/v1/runs/{run_id}")["events"])
+        except NotFoundError:
+            return []
+
+    def runs(self) -> list[RunSummary]:
+        """Every run in the runs log, oldest first."""
+        fields = RunSummary.__dataclass_fields__
+        return [
+            RunSummary(**{k: v for k, v in r.items() if k in fields})
+            for r in self._get("/v1/runs")["runs"]
+        ]

@@ -1,0 +1,523 @@
+"""The graph API shared by every runtime: command builders and reads at a version.
+
+:class:`GraphWrites` turns keyword arguments into wire commands and hands each to
+``self._one``; :class:`GraphReads` serves reads from ``self.reader`` (a
+:class:`ProjectionReader`) at a version, waiting for it when asked. The embedded
+:class:`~claimgraph.service.graph.Graph` and the Kafka-backed graph differ only in how a command
+reaches the governor and where the projection lives.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from claimgraph.core.model import Command, Decision
+from claimgraph.errors import InputError, UnknownSlotError
+from claimgraph.projections.reader import EdgeView, NeighborView, ProjectionReader, SlotView
+from claimgraph.service.inputs import now_millis, to_millis
+
+if TYPE_CHECKING:
+    from claimgraph.service.signers import Signer
+
+__all__ = ["GraphReads", "GraphWrites", "NodeLike", "Receipt", "node"]
+
+NodeLike = tuple[str, str] | str
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """A command's acknowledgement: where it sits, its decision, and the version it made."""
+
+    command_id: str
+    position: int
+    version: int
+    decision: Decision
+
+    @property
+    def kind(self) -> str:
+        return self.decision["kind"]
+
+    @property
+    def reason(self) -> str:
+        return self.decision["reason"]
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dict(self.decision)
+        d["version"] = self.version
+        return d
+
+
+def node(n: NodeLike) -> tuple[str, str]:
+    """``"type:id"`` or ``(type, id)`` → ``(type, id)``."""
+    if isinstance(n, tuple):
+        return n
+    t, sep, i = n.partition(":")
+    if not sep or not t or not i:
+        raise InputError(f"{n!r} is not a node: expected 'type:id', e.g. service:checkout")
+    return t, i  # sizes and characters are the governor's to judge (a recorded rejection)
+
+
+_node = node
+
+
+class GraphWrites:
+    """Command builders; subclasses provide ``name`` and ``_one(command) -> Receipt``."""
+
+    name: str
+    signer: Signer | None = None  # when set, every command is sent as a signed record
+
+    def _one(self, command: Command) -> Receipt:
+        raise NotImplementedError
+
+    def _one_signed(self, record: bytes) -> Receipt:
+        raise NotImplementedError(f"{type(self).__name__} does not send signed records")
+
+    def _send(
+        self, kind: str, agent: str, task: str, command_id: str | None, fields: dict[str, Any]
+    ) -> Receipt:
+        """Build a command from the fields every command carries plus ``fields``; submit it."""
+        envelope = {
+            "type": kind,
+            "command_id": command_id or str(uuid.uuid4()),
+            "graph": self.name,
+            "agent": agent,
+            "task": task,
+        }
+        command = cast(Command, {**envelope, **fields})
+        if self.signer is not None:
+            return self._one_signed(self.signer.sign(command))
+        return self._one(command)
+
+    def claim(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        agent: str,
+        task: str = "",
+        polarity: str = "assert",
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        reasoning: str = "",
+        asserted_at: int | str | None = None,
+        based_on_version: int | None = None,
+        properties: dict[str, str] | None = None,
+        run_id: str | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Assert (or with ``polarity='deny'`` deny) an edge."""
+        s, o = _node(subject), _node(obj)
+        return self._send(
+            "claim",
+            agent,
+            task,
+            command_id,
+            {
+                "run_id": run_id,
+                "edge_type": edge_type,
+                "subject_type": s[0],
+                "subject_id": s[1],
+                "object_type": o[0],
+                "object_id": o[1],
+                "polarity": polarity,
+                "confidence": float(confidence),
+                "evidence": list(evidence),
+                "reasoning": reasoning,
+                "asserted_at": now_millis() if asserted_at is None else to_millis(asserted_at),
+                "based_on_version": based_on_version,
+                "properties": dict(properties or {}),
+            },
+        )
+
+    def assert_(self, edge_type: str, subject: NodeLike, obj: NodeLike, **kw: Any) -> Receipt:
+        """Assert that an edge holds (see :meth:`claim`)."""
+        return self.claim(edge_type, subject, obj, polarity="assert", **kw)
+
+    def deny(self, edge_type: str, subject: NodeLike, obj: NodeLike, **kw: Any) -> Receipt:
+        """Deny that an edge holds (see :meth:`claim`)."""
+        return self.claim(edge_type, subject, obj, polarity="deny", **kw)
+
+    def retract(
+        self,
+        claim_id: str,
+        *,
+        agent: str,
+        task: str = "",
+        reason: str = "",
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Withdraw one's own claim (retirement: gone from head, readable before)."""
+        return self._send(
+            "retract",
+            agent,
+            task,
+            command_id,
+            {
+                "run_id": None,
+                "claim_id": claim_id,
+                "reason": reason,
+            },
+        )
+
+    def resolve(
+        self,
+        conflict_id: str,
+        *,
+        agent: str,
+        winner: str | None,
+        resolver: str = "human",
+        rationale: str = "",
+        inputs: str = "",
+        task: str = "",
+        command_id: str | None = None,
+    ) -> Receipt:
+        """A resolver's verdict: ``winner`` (a claim id) or ``None`` to reject every claim.
+
+        ``inputs`` (JSON text) records what the resolver saw and decided on, so the verdict is
+        explained in the log and never recomputed.
+        """
+        return self._send(
+            "resolve",
+            agent,
+            task,
+            command_id,
+            {
+                "conflict_id": conflict_id,
+                "winner": winner,
+                "resolver": resolver,
+                "rationale": rationale,
+                "inputs": inputs,
+            },
+        )
+
+    def escalate(
+        self,
+        conflict_id: str,
+        *,
+        agent: str,
+        reason: str,
+        resolver: str = "human",
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Hand a conflict to a person (a resolver's move): it stays quarantined, escalated."""
+        return self._send(
+            "escalate",
+            agent,
+            "",
+            command_id,
+            {"conflict_id": conflict_id, "reason": reason, "resolver": resolver},
+        )
+
+    def read_blocked(
+        self,
+        conflict_id: str,
+        count: int = 1,
+        *,
+        agent: str = "reader",
+        run_id: str | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Report reads that hit a quarantined slot (counted in the log for exit conditions)."""
+        return self._send(
+            "read_blocked",
+            agent,
+            "",
+            command_id,
+            {"conflict_id": conflict_id, "count": count, "run_id": run_id},
+        )
+
+    def publish_schema(
+        self,
+        document: str,
+        *,
+        agent: str,
+        source: str = "<inline>",
+        task: str = "",
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Publish a graph schema document (YAML) as ``agent`` (an admin)."""
+        return self._send(
+            "publish_schema",
+            agent,
+            task,
+            command_id,
+            {
+                "document": document,
+                "source": source,
+            },
+        )
+
+    def grant(
+        self,
+        grantee_agent: str,
+        edge_type: str,
+        *,
+        agent: str,
+        grantee_task: str = "*",
+        expires_at: int | str | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Grant extra write scope (admin only), optionally until ``expires_at`` (log time)."""
+        return self._send(
+            "grant",
+            agent,
+            "",
+            command_id,
+            {
+                "grantee_agent": grantee_agent,
+                "grantee_task": grantee_task,
+                "edge_type": edge_type,
+                "expires_at": None if expires_at is None else to_millis(expires_at),
+            },
+        )
+
+    def revoke(self, grant_id: str, *, agent: str, command_id: str | None = None) -> Receipt:
+        """Revoke a grant (admin only)."""
+        return self._send(
+            "revoke",
+            agent,
+            "",
+            command_id,
+            {
+                "grant_id": grant_id,
+            },
+        )
+
+    def register_key(
+        self,
+        key_id: str,
+        key_agent: str,
+        public_key: bytes,
+        *,
+        agent: str,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Register an Ed25519 public key (admin only); the graph then requires signatures."""
+        return self._send(
+            "register_key",
+            agent,
+            "",
+            command_id,
+            {"key_id": key_id, "key_agent": key_agent, "public_key": bytes(public_key)},
+        )
+
+    def revoke_key(self, key_id: str, *, agent: str, command_id: str | None = None) -> Receipt:
+        """Revoke a signing key (admin only)."""
+        return self._send("revoke_key", agent, "", command_id, {"key_id": key_id})
+
+    def erase(
+        self, claim_id: str, *, agent: str, reason: str, command_id: str | None = None
+    ) -> Receipt:
+        """Erase a claim's payload (evidence, reasoning, properties) from every read, for
+        privacy (admin only). Not for correcting wrong data: retract or resolve for that."""
+        return self._send("erase", agent, "", command_id, {"claim_id": claim_id, "reason": reason})
+
+    def tick(self, *, agent: str = "ticker") -> Receipt:
+        """Write a tick: time advances for the governor only through the log."""
+        return self._send("tick", agent, "", None, {})
+
+
+_BLOCKED_LOCK = threading.Lock()
+
+
+def _attribution(obj: Any) -> threading.local:
+    with _BLOCKED_LOCK:
+        local: threading.local | None = obj.__dict__.get("_run_attribution")
+        if local is None:
+            local = obj.__dict__["_run_attribution"] = threading.local()
+        return local
+
+
+class GraphReads:
+    """Reads at a version; subclasses provide ``reader``, ``head()`` and ``wait_for()``.
+
+    Reads that come back ``unknown`` (or halt) are remembered per (run, conflict) with the
+    distinct queries that hit it; :meth:`flush_blocked` reports them as ``read_blocked``
+    commands — batched and de-duplicated per run — so blocked-read thresholds count in the log.
+    """
+
+    reader: ProjectionReader
+    _blocked: dict[tuple[str | None, str], set[str]]
+
+    @property
+    def blocked_run(self) -> str | None:
+        """The run this thread's reads are attributed to (set by runs; per thread, so runs in
+        several threads sharing one graph keep their blocked reads apart)."""
+        return getattr(_attribution(self), "run", None)
+
+    @blocked_run.setter
+    def blocked_run(self, run: str | None) -> None:
+        _attribution(self).run = run
+
+    def _note_blocked(self, conflict_id: str | None, query: str) -> None:
+        if not conflict_id:
+            return
+        run = self.blocked_run
+        with _BLOCKED_LOCK:
+            if not hasattr(self, "_blocked"):
+                self._blocked = {}
+            self._blocked.setdefault((run, conflict_id), set()).add(query)
+
+    def blocked_reads(self) -> dict[tuple[str | None, str], int]:
+        """(run, conflict) → distinct blocked reads not yet reported."""
+        return {k: len(v) for k, v in getattr(self, "_blocked", {}).items()}
+
+    def flush_blocked(self, *, agent: str = "reader", run: str | None = None) -> list[Any]:
+        """Report the blocked reads noted so far (only ``run``'s when given) to the log.
+
+        One ``read_blocked`` command per (run, conflict), counting distinct queries.
+        """
+        send = getattr(self, "read_blocked", None)
+        if send is None:
+            return []
+        with _BLOCKED_LOCK:  # take this flush's entries; other threads keep noting theirs
+            pending = getattr(self, "_blocked", {})
+            mine = sorted(
+                (k for k in pending if run is None or k[0] == run),
+                key=lambda k: (k[0] or "", k[1]),
+            )
+            counts = [(k, len(pending.pop(k))) for k in mine]
+        return [send(k[1], n, agent=agent, run_id=k[0]) for k, n in counts]
+
+    def head(self) -> int:
+        raise NotImplementedError
+
+    def wait_for(self, version: int, timeout: float = 0.0) -> int:
+        raise NotImplementedError
+
+    def _at(self, at: int | None, timeout: float) -> int:
+        if at is None:
+            return self.head()
+        if at < -1:
+            raise InputError(
+                f"version {at} does not exist: versions start at 0 (-1 is the empty graph)"
+            )
+        self.wait_for(at, timeout)
+        return at
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def edge(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> EdgeView:
+        """One edge as of ``at``: present, absent or unknown (with the conflict id)."""
+        s, o = _node(subject), _node(obj)
+        try:
+            e = self.reader.edge(edge_type, s, o, self._at(at, timeout))
+        except UnknownSlotError as exc:
+            self._note_blocked(exc.conflict_id, f"edge {edge_type} {s} {o}")
+            raise
+        if e.state == "unknown":
+            self._note_blocked(e.conflict_id, f"edge {edge_type} {s} {o}")
+        return e
+
+    def slot(
+        self,
+        edge_type: str,
+        node: NodeLike,
+        *,
+        direction: str = "out",
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> SlotView:
+        """What an exclusive slot holds as of ``at``."""
+        n = _node(node)
+        try:
+            v = self.reader.slot(edge_type, n, self._at(at, timeout), direction)
+        except UnknownSlotError as exc:
+            self._note_blocked(exc.conflict_id, f"slot {edge_type} {n} {direction}")
+            raise
+        if v.state == "unknown":
+            self._note_blocked(v.conflict_id, f"slot {edge_type} {n} {direction}")
+        return v
+
+    def neighbors(
+        self,
+        node: NodeLike,
+        *,
+        edge_type: str | None = None,
+        direction: str = "out",
+        at: int | None = None,
+        timeout: float = 0.0,
+        include_absent: bool = False,
+    ) -> list[NeighborView]:
+        """The node's neighbours as of ``at`` (present and unknown edges)."""
+        n = _node(node)
+        try:
+            ns = self.reader.neighbors(
+                n,
+                self._at(at, timeout),
+                edge_type=edge_type,
+                direction=direction,
+                include_absent=include_absent,
+            )
+        except UnknownSlotError as exc:
+            self._note_blocked(exc.conflict_id, f"neighbors {n} {edge_type} {direction}")
+            raise
+        for v in ns:
+            if v.state == "unknown":
+                self._note_blocked(v.conflict_id, f"neighbors {n} {edge_type} {direction}")
+        return ns
+
+    def history(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> list[dict[str, Any]]:
+        """Every decision that touched the edge, up to ``at``."""
+        return self.reader.history(edge_type, _node(subject), _node(obj), self._at(at, timeout))
+
+    def quarantine(
+        self, *, at: int | None = None, timeout: float = 0.0, include_closed: bool = False
+    ) -> list[dict[str, Any]]:
+        """Open conflicts as of ``at`` (and closed ones with ``include_closed``)."""
+        return self.reader.quarantine(self._at(at, timeout), include_closed=include_closed)
+
+    def claim_info(self, claim_id: str, *, at: int | None = None) -> dict[str, Any] | None:
+        """A claim's record and status as of ``at``."""
+        return self.reader.claim(claim_id, self._at(at, 0.0))
+
+    def conflict(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None:
+        """A conflict's record as of ``at``."""
+        return self.reader.conflict(conflict_id, self._at(at, 0.0))
+
+    def schema_info(self, *, at: int | None = None) -> dict[str, Any] | None:
+        """The schema in force at ``at``: revision, digest, source and document."""
+        return self.reader.schema_row(self._at(at, 0.0))
+
+    def escalation(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None:
+        """A conflict's self-contained escalation payload (claims, evidence, votes, ...)."""
+        from claimgraph.service.escalations import conflict_payload
+
+        return conflict_payload(
+            self.reader, getattr(self, "name", ""), conflict_id, self._at(at, 0.0)
+        )
+
+    def escalations(
+        self, *, at: int | None = None, include_open: bool = False
+    ) -> list[dict[str, Any]]:
+        """Payloads of escalated conflicts (every open one with ``include_open``)."""
+        from claimgraph.service.escalations import escalations
+
+        return escalations(
+            self.reader, getattr(self, "name", ""), self._at(at, 0.0), include_open=include_open
+        )
+
+    def calibration(self, edge_type: str, *, at: int | None = None) -> dict[str, tuple[int, int]]:
+        """agent → (wins, losses) in resolved conflicts of ``edge_type`` (calibration)."""
+        return self.reader.calibration(edge_type, self._at(at, 0.0))

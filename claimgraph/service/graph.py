@@ -1,0 +1,259 @@
+"""The embedded graph: the composition root that wires logs, governor, projector and reads.
+
+``claimgraph.open(path)`` returns a :class:`Graph`. Writes append commands to the commands
+log and run the governor and projector until every pending command is decided, so each call
+returns the decisions with the versions they landed at (read-your-writes). Reads take ``at``
+(default: head).
+
+A data directory holds one graph::
+
+    DIR/graph.json     the graph's name and the layout version
+    DIR/log/           commands, decisions and runs logs (RocksDB)
+    DIR/projection/    the versioned projection (RocksDB), rebuildable from DIR/log
+    DIR/checkpoints/   checkpoints of the projection and folded state
+                       (claimgraph.projections.checkpoints)
+    DIR/pins.json      pins of live runs and the agreed retention horizon
+                       (claimgraph.projections.retention)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from claimgraph.core.model import Command, Decision
+from claimgraph.core.wire import decode_decision, encode_command
+from claimgraph.errors import ConfigError, VersionNotYetAvailable
+from claimgraph.logs.embedded import EmbeddedLogStore
+from claimgraph.projections.projector import ProjectionStore
+from claimgraph.projections.reader import ProjectionReader
+from claimgraph.projections.retention import PinRegistry, horizon_of
+from claimgraph.service.api import GraphReads, GraphWrites, NodeLike, Receipt
+from claimgraph.service.inputs import now_millis
+from claimgraph.service.runs import RunsMixin, decode_events, encode_events
+from claimgraph.streams.embedded import GOVERNOR_POSITION, EmbeddedRuntime
+
+__all__ = ["DEFAULT_GRAPH", "Graph", "NodeLike", "Receipt", "open_graph"]
+
+DEFAULT_GRAPH = "default"
+LAYOUT = 1
+Progress = Callable[[int, int], None]
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    cfg_path = path / "graph.json"
+    try:
+        cfg: dict[str, Any] = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path} is not a claimgraph data directory (run: claimgraph --data {path} init)"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {cfg_path}: {exc}") from None
+    if cfg.get("layout") != LAYOUT:
+        raise ConfigError(
+            f"{path} has layout {cfg.get('layout')!r}; this claimgraph reads layout {LAYOUT}"
+        )
+    return cfg
+
+
+def open_graph(
+    path: str | Path,
+    *,
+    create: bool = False,
+    graph: str | None = None,
+    progress: Progress | None = None,
+    clock: Callable[[], int] | None = None,
+) -> Graph:
+    """Open (or with ``create=True`` initialise) the embedded graph in ``path``."""
+    p = Path(path)
+    if create:
+        p.mkdir(parents=True, exist_ok=True)
+        cfg_path = p / "graph.json"
+        if cfg_path.exists():
+            cfg = _read_config(p)
+            if graph is not None and cfg["graph"] != graph:
+                raise ConfigError(f"{p} already holds graph {cfg['graph']!r}, not {graph!r}")
+        else:
+            cfg = {"graph": graph or DEFAULT_GRAPH, "layout": LAYOUT, "created_at": now_millis()}
+            tmp = cfg_path.with_suffix(".tmp")  # atomic: a crash leaves no half-written file
+            tmp.write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
+            os.replace(tmp, cfg_path)
+    else:
+        cfg = _read_config(p)
+        if graph is not None and cfg["graph"] != graph:
+            raise ConfigError(f"{p} holds graph {cfg['graph']!r}, not {graph!r}")
+    return Graph(p, cfg["graph"], progress=progress, clock=clock)
+
+
+class Graph(GraphWrites, GraphReads, RunsMixin):
+    """One embedded graph: write commands, read at any version, verify and audit."""
+
+    def __init__(
+        self,
+        path: Path,
+        name: str,
+        *,
+        progress: Progress | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.path = path
+        self.name = name
+        self._lock = threading.RLock()
+        self._advanced = threading.Condition(self._lock)
+        # clock: where append times (the governor's "now") come from; wall clock by default
+        self.logs = EmbeddedLogStore(path / "log", create=True, clock=clock)
+        try:
+            self.projection = ProjectionStore(path / "projection", create=True)
+        except Exception:
+            self.logs.close()
+            raise
+        self._progress = progress
+        self._runtime: EmbeddedRuntime | None = None
+        self.reader = ProjectionReader(self.projection.db)
+        self._closed = False
+        # Reads need only the projection; the governor's state (a fold of the whole decisions
+        # log) is built on the first write, or now if the projection is behind the log.
+        behind = self.projection.applied() < self.logs.decisions.end() - 1
+        if behind or self.pending():
+            self.process()
+
+    @property
+    def runtime(self) -> EmbeddedRuntime:
+        """The governor and projector, built (by folding the decisions log) on first use."""
+        with self._lock:
+            if self._runtime is None:
+                self._runtime = EmbeddedRuntime(
+                    self.logs,
+                    self.projection,
+                    self.name,
+                    progress=self._progress,
+                    checkpoints=self.path / "checkpoints",
+                )
+                self._runtime.projector.set_graph(self.name)
+            return self._runtime
+
+    @property
+    def pins(self) -> PinRegistry:
+        """Pins of live runs: GC never moves the horizon past one (projections.retention)."""
+        return PinRegistry(self.path)
+
+    def horizon(self) -> int:
+        """The oldest readable version (reads below it raise VersionPruned)."""
+        return horizon_of(self.projection.db)
+
+    def pending(self) -> int:
+        """Commands appended but not decided yet."""
+        return self.logs.commands.end() - self.logs.position(GOVERNOR_POSITION)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self.projection.close()
+                self.logs.close()
+
+    def __enter__(self) -> Graph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def append(self, commands: Iterable[Command | bytes]) -> list[int]:
+        """Append commands (or raw records) to the commands log without deciding them."""
+        values = [c if isinstance(c, bytes | bytearray) else encode_command(c) for c in commands]
+        with self._lock:
+            return self.logs.commands.append(values)
+
+    def process(self, batch: int = 2048, progress: Progress | None = None) -> int:
+        """Decide and project every pending command; return how many were decided."""
+        with self._lock:
+            n = self.runtime.run_until_idle(batch, progress)
+            if n:
+                self._advanced.notify_all()
+            return n
+
+    def submit(self, commands: Sequence[Command | bytes]) -> list[Receipt]:
+        """Append commands, decide them, and return one receipt per command, in order."""
+        if not commands:
+            return []
+        with self._lock:
+            first_version = self.logs.decisions.end()
+            positions = self.append(commands)
+            self.process()
+            receipts = []
+            records = self.logs.decisions.read(first_version, len(positions) + 1)
+            by_input = {}
+            for rec in records:
+                d = decode_decision(rec.value)
+                by_input[d["input_offset"]] = (rec.offset, d)
+            for pos in positions:
+                version, d = by_input[pos]
+                receipts.append(Receipt(d["command_id"], pos, version, d))
+            return receipts
+
+    def _one(self, command: Command) -> Receipt:
+        return self.submit([command])[0]
+
+    def _one_signed(self, record: bytes) -> Receipt:
+        return self.submit([record])[0]
+
+    # -- versions -------------------------------------------------------------------------------
+
+    def head(self) -> int:
+        """The newest applied version (-1 for an empty graph)."""
+        return self.projection.applied()
+
+    def wait_for(self, version: int, timeout: float = 0.0) -> int:
+        """Block until ``version`` is applied (or raise VersionNotYetAvailable); return head."""
+        deadline = time.monotonic() + timeout
+        with self._advanced:
+            while True:
+                head = self.head()
+                if version <= head:
+                    return head
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise VersionNotYetAvailable(version, head, timeout)
+                self._advanced.wait(min(left, 0.05))
+
+    # -- runs (claimgraph.service.runs) ----------------------------------------------------
+
+    def append_run_events(self, events: Sequence[dict[str, Any]]) -> None:
+        """Append trace events to the runs log (``R`` in the embedded log store)."""
+        values = encode_events(events)
+        with self._lock:
+            self.logs.runs.append(values)
+
+    def run_events(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Trace events from the runs log, of one run or all, in log order."""
+        out: list[dict[str, Any]] = []
+        start = 0
+        while True:
+            recs = self.logs.runs.read(start, 4096)
+            if not recs:
+                return out
+            out += decode_events((r.value for r in recs), run_id)
+            start = recs[-1].offset + 1
+
+    def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
+        """Decisions from the decisions log: (version, decision)."""
+        from claimgraph.core.erasure import scrub_decision
+        from claimgraph.projections.erasure import erased_at
+
+        def erased(claim_id: str) -> int | None:
+            return erased_at(self.projection.db, claim_id)
+
+        return [
+            (r.offset, scrub_decision(decode_decision(r.value), erased))
+            for r in self.logs.decisions.read(start, limit)
+        ]

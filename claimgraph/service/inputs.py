@@ -1,0 +1,374 @@
+"""Commands as users write them (JSON lines, CLI flags), validated with pydantic at the edge.
+
+One JSON object per command; ``type`` picks the kind::
+
+    {"type": "assert", "edge_type": "deployment_target", "subject": "service:checkout",
+     "object": "environment:prod", "agent": "release-agent", "task": "promote-release",
+     "confidence": 0.9, "evidence": ["deploy-log#88"], "asserted_at": "2026-11-29T10:00:00Z"}
+
+Nodes are ``"type:id"`` or ``{"type": ..., "id": ...}``. ``command_id`` defaults to a fresh
+UUID, ``asserted_at`` to the time of submission, ``graph`` to the graph being written.
+Validation errors name the line, the field and what was expected (:class:`InputError`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, cast
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
+
+from claimgraph.core.model import LIMITS, Command
+from claimgraph.errors import InputError
+
+__all__ = ["CommandIn", "NodeRef", "parse_command", "parse_node", "to_millis"]
+
+Id = Annotated[str, Field(min_length=1, max_length=LIMITS["id"])]
+
+
+def to_millis(value: int | float | str | datetime) -> int:
+    """ms since the epoch from an int (ms), a float (s), an ISO 8601 string or a datetime."""
+    if isinstance(value, bool):
+        raise ValueError("expected a time, got a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value * 1000)
+    if isinstance(value, str):
+        try:
+            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not an ISO 8601 time such as 2026-11-29T10:00:00Z"
+            ) from None
+        value = dt
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return int(value.timestamp() * 1000)
+
+
+def now_millis() -> int:
+    return int(datetime.now(tz=UTC).timestamp() * 1000)
+
+
+class NodeRef(BaseModel):
+    """A node: its type and id."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Id
+    id: Id
+
+
+def parse_node(value: Any) -> NodeRef:
+    """``"type:id"`` or ``{"type": ..., "id": ...}`` → NodeRef."""
+    if isinstance(value, NodeRef):
+        return value
+    if isinstance(value, tuple | list) and len(value) == 2:
+        return NodeRef(type=value[0], id=value[1])
+    if isinstance(value, str):
+        t, sep, i = value.partition(":")
+        if not sep or not t or not i:
+            raise ValueError(f"{value!r} is not a node: expected 'type:id', e.g. service:checkout")
+        return NodeRef(type=t, id=i)
+    if isinstance(value, dict):
+        return NodeRef.model_validate(value)
+    raise ValueError("expected a node as 'type:id' or {type, id}")
+
+
+Node = Annotated[NodeRef, Field()]
+
+
+class _Base(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    command_id: Id | None = None
+    graph: Id | None = None
+    agent: Id
+    task: Annotated[str, Field(max_length=LIMITS["id"])] = ""
+
+    def envelope(self, graph: str) -> dict[str, Any]:
+        return {
+            "command_id": self.command_id or str(uuid.uuid4()),
+            "graph": self.graph or graph,
+            "agent": self.agent,
+            "task": self.task,
+        }
+
+
+class ClaimIn(_Base):
+    type: Literal["assert", "deny"]
+    edge_type: Id
+    subject: Node
+    object: Node
+    run_id: Id | None = None
+    confidence: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 1.0
+    evidence: Annotated[
+        list[Annotated[str, Field(max_length=LIMITS["evidence_item"])]],
+        Field(max_length=LIMITS["evidence_items"]),
+    ] = []
+    reasoning: Annotated[str, Field(max_length=LIMITS["reasoning"])] = ""
+    asserted_at: int | float | str | datetime | None = None
+    based_on_version: Annotated[int, Field(ge=-1)] | None = None
+    properties: Annotated[
+        dict[Id, Annotated[str, Field(max_length=LIMITS["property_value"])]],
+        Field(max_length=LIMITS["properties"]),
+    ] = {}
+
+    @field_validator("subject", "object", mode="before")
+    @classmethod
+    def _node(cls, v: Any) -> NodeRef:
+        return parse_node(v)
+
+    @field_validator("asserted_at", mode="before")
+    @classmethod
+    def _time(cls, v: Any) -> int | None:
+        return None if v is None else to_millis(v)
+
+    def to_command(self, graph: str) -> Command:
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "claim",
+                "run_id": self.run_id,
+                "edge_type": self.edge_type,
+                "subject_type": self.subject.type,
+                "subject_id": self.subject.id,
+                "object_type": self.object.type,
+                "object_id": self.object.id,
+                "polarity": self.type,
+                "confidence": float(self.confidence),
+                "evidence": list(self.evidence),
+                "reasoning": self.reasoning,
+                "asserted_at": self.asserted_at
+                if isinstance(self.asserted_at, int)
+                else now_millis(),
+                "based_on_version": self.based_on_version,
+                "properties": dict(self.properties),
+            },
+        )
+
+
+class RetractIn(_Base):
+    type: Literal["retract"]
+    claim_id: Id
+    run_id: Id | None = None
+    reason: Annotated[str, Field(max_length=LIMITS["reasoning"])] = ""
+
+    def to_command(self, graph: str) -> Command:
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "retract",
+                "run_id": self.run_id,
+                "claim_id": self.claim_id,
+                "reason": self.reason,
+            },
+        )
+
+
+class ResolveIn(_Base):
+    type: Literal["resolve"]
+    conflict_id: Id
+    winner: Id | None = None
+    reject_all: bool = False
+    resolver: Id = "human"
+    rationale: Annotated[str, Field(max_length=LIMITS["reasoning"])] = ""
+    inputs: Annotated[str, Field(max_length=LIMITS["document"])] = ""
+
+    def to_command(self, graph: str) -> Command:
+        if (self.winner is None) == (not self.reject_all):
+            raise ValueError("give exactly one of winner or reject_all: true")
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "resolve",
+                "conflict_id": self.conflict_id,
+                "winner": self.winner,
+                "resolver": self.resolver,
+                "rationale": self.rationale,
+                "inputs": self.inputs,
+            },
+        )
+
+
+class PublishSchemaIn(_Base):
+    type: Literal["publish_schema"]
+    document: Annotated[str, Field(max_length=LIMITS["document"])]
+    source: Annotated[str, Field(max_length=LIMITS["id"])] = "<inline>"
+
+    def to_command(self, graph: str) -> Command:
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "publish_schema",
+                "document": self.document,
+                "source": self.source,
+            },
+        )
+
+
+class GrantIn(_Base):
+    type: Literal["grant"]
+    grantee_agent: Id
+    grantee_task: Id = "*"
+    edge_type: Id
+    expires_at: int | float | str | datetime | None = None
+
+    @field_validator("expires_at", mode="before")
+    @classmethod
+    def _time(cls, v: Any) -> int | None:
+        return None if v is None else to_millis(v)
+
+    def to_command(self, graph: str) -> Command:
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "grant",
+                "grantee_agent": self.grantee_agent,
+                "grantee_task": self.grantee_task,
+                "edge_type": self.edge_type,
+                "expires_at": self.expires_at if isinstance(self.expires_at, int) else None,
+            },
+        )
+
+
+class RevokeIn(_Base):
+    type: Literal["revoke"]
+    grant_id: Id
+
+    def to_command(self, graph: str) -> Command:
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "revoke",
+                "grant_id": self.grant_id,
+            },
+        )
+
+
+class EraseIn(_Base):
+    type: Literal["erase"]
+    claim_id: Id
+    reason: str = Field(default="", max_length=LIMITS["detail"])
+
+    def to_command(self, graph: str) -> Command:
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "erase",
+                "claim_id": self.claim_id,
+                "reason": self.reason,
+            },
+        )
+
+
+class TickIn(_Base):
+    type: Literal["tick"]
+
+    def to_command(self, graph: str) -> Command:
+        return cast(Command, {**self.envelope(graph), "type": "tick"})
+
+
+class EscalateIn(_Base):
+    type: Literal["escalate"]
+    conflict_id: Id
+    reason: Id = "escalated"
+    resolver: Id = "human"
+
+    def to_command(self, graph: str) -> Command:
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "escalate",
+                "conflict_id": self.conflict_id,
+                "reason": self.reason,
+                "resolver": self.resolver,
+            },
+        )
+
+
+class ReadBlockedIn(_Base):
+    type: Literal["read_blocked"]
+    conflict_id: Id
+    count: Annotated[int, Field(ge=1, le=1_000_000)] = 1
+    run_id: Id | None = None
+
+    def to_command(self, graph: str) -> Command:
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "read_blocked",
+                "conflict_id": self.conflict_id,
+                "count": self.count,
+                "run_id": self.run_id,
+            },
+        )
+
+
+CommandIn = Annotated[
+    ClaimIn
+    | RetractIn
+    | ResolveIn
+    | PublishSchemaIn
+    | GrantIn
+    | RevokeIn
+    | TickIn
+    | EscalateIn
+    | ReadBlockedIn
+    | EraseIn,
+    Field(discriminator="type"),
+]
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(CommandIn)
+
+
+def _explain(exc: ValidationError) -> str:
+    parts = []
+    for e in exc.errors()[:3]:
+        loc = ".".join(str(x) for x in e["loc"] if not str(x).endswith("In"))
+        msg = e["msg"]
+        if e["type"] == "union_tag_invalid":
+            msg = (
+                "unknown type; expected one of assert, deny, retract, resolve, "
+                "publish_schema, grant, revoke, tick, escalate, read_blocked, erase"
+            )
+        if e["type"] == "union_tag_not_found":
+            msg = "missing 'type' (assert, deny, retract, resolve, publish_schema, ...)"
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    more = len(exc.errors()) - 3
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def parse_command(value: str | bytes | dict[str, Any], graph: str) -> Command:
+    """Validate one command (a JSON text or an already parsed object) into a wire command."""
+    if isinstance(value, str | bytes):
+        try:
+            value = json.loads(value)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"expected a JSON object, got {type(value).__name__}")
+    try:
+        model = _ADAPTER.validate_python(value)
+        cmd: Command = model.to_command(graph)
+    except ValidationError as exc:
+        raise InputError(_explain(exc)) from None
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return cmd

@@ -1,0 +1,366 @@
+"""Resolvers: settle quarantined conflicts by each edge type's chain, *outside* the governor.
+
+The chain is tried in order — ``rules`` (CEL conditions over the claims), ``majority``,
+``weighted`` (calibrated weighted vote), ``arbiter`` (an external agent: a command or an HTTP
+endpoint, so an LLM can be plugged in), ``human`` (stop: a person decides) and ``fallback``
+(the domain's: fail closed, default, or escalate). The first resolver that reaches a verdict
+wins; one that cannot decide (a tie, a margin too small, an arbiter that fails or answers
+nonsense) passes to the next. A chain that ends without a verdict escalates.
+
+Every verdict is written to the log as a command — ``resolve`` (winner or reject-all) or
+``escalate`` — carrying the resolver's identity and, in ``inputs``, what it saw and decided on
+(the rule and what matched, the votes and weights, the arbiter's raw answer). The governor
+never recomputes a verdict: replaying the log replays the verdict, which is what keeps replay
+deterministic when the arbiter is a language model that would answer differently next time.
+
+In a fail-closed domain (payment, refund, permission) an automatic resolver may only pick a
+conservative outcome (a denial, the fallback value or one of the declared ``safe`` values);
+anything else needs a human's verdict — the governor enforces this too (``needs_human``).
+
+Arbiter protocol: the escalation payload (see :mod:`claimgraph.service.escalations`) as JSON on the
+command's stdin or as the POST body; the answer is one JSON object::
+
+    {"winner": "<claim id>"}  |  {"reject_all": true}  |  {"escalate": "reason"}
+    (+ optional "rationale": "...")
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from claimgraph.core.governance import Vote, majority, merge
+from claimgraph.core.rules import RuleError, matches, select
+from claimgraph.core.schema import EdgeType, ResolverSpec
+
+__all__ = [
+    "Arbiter",
+    "CommandArbiter",
+    "HttpArbiter",
+    "Verdict",
+    "arbiter_for",
+    "decide_conflict",
+    "run_resolvers",
+]
+
+
+@dataclass(slots=True)
+class Verdict:
+    """What a resolver chain concluded about one conflict."""
+
+    action: str  # winner | reject_all | escalate
+    resolver: str  # rules:NAME | majority | weighted | arbiter:NAME | human | fallback | chain
+    rationale: str
+    winner: str | None = None
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+    def inputs_json(self) -> str:
+        return json.dumps(self.inputs, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class Arbiter(Protocol):
+    """An arbitration agent: reads an escalation payload, answers a verdict as a mapping."""
+
+    name: str
+
+    def arbitrate(self, payload: Mapping[str, Any]) -> Mapping[str, Any]: ...
+
+
+class ArbiterError(Exception):
+    """The arbiter failed or answered something that is not a verdict."""
+
+
+class CommandArbiter:
+    """Runs an external command: the payload as JSON on stdin, the verdict as JSON on stdout."""
+
+    def __init__(self, command: Sequence[str], *, timeout: float = 30.0, name: str = "") -> None:
+        self.command = list(command)
+        self.timeout = timeout
+        self.name = name or "arbiter"
+
+    def arbitrate(self, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+        try:
+            proc = subprocess.run(
+                self.command,
+                input=json.dumps(payload, default=str).encode(),
+                capture_output=True,
+                timeout=self.timeout,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ArbiterError(f"{self.command[0]}: {exc}") from None
+        if proc.returncode != 0:
+            err = proc.stderr.decode(errors="replace").strip().splitlines()
+            raise ArbiterError(
+                f"{self.command[0]} exited with {proc.returncode}" + (f": {err[-1]}" if err else "")
+            )
+        return _answer(proc.stdout)
+
+
+class HttpArbiter:
+    """POSTs the payload as JSON to an endpoint; the response body is the verdict."""
+
+    def __init__(self, url: str, *, timeout: float = 30.0, name: str = "") -> None:
+        self.url = url
+        self.timeout = timeout
+        self.name = name or "arbiter"
+
+    def arbitrate(self, payload: Mapping[str, Any]) -> Mapping[str, Any]:
+        import httpx
+
+        try:
+            r = httpx.post(
+                self.url, content=json.dumps(payload, default=str), timeout=self.timeout,
+                headers={"content-type": "application/json"},
+            )  # fmt: skip
+        except httpx.HTTPError as exc:
+            raise ArbiterError(f"{self.url}: {exc}") from None
+        if r.status_code != 200:
+            raise ArbiterError(f"{self.url} answered HTTP {r.status_code}")
+        return _answer(r.content)
+
+
+def _answer(raw: bytes) -> Mapping[str, Any]:
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ArbiterError(f"not JSON: {raw[:120]!r}") from None
+    if not isinstance(value, dict):
+        raise ArbiterError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def arbiter_for(spec: ResolverSpec) -> Arbiter:
+    """The arbiter a schema's ``arbiter:`` entry describes."""
+    if spec.command:
+        return CommandArbiter(spec.command, timeout=spec.timeout, name=spec.name)
+    assert spec.url is not None
+    return HttpArbiter(spec.url, timeout=spec.timeout, name=spec.name)
+
+
+def _votes(claims: Sequence[Mapping[str, Any]]) -> list[Vote]:
+    return [
+        Vote(
+            c["claim_id"],
+            c["agent"],
+            c["outcome"],
+            float(c["confidence"]),
+            int(c["asserted_at"]),
+            c["based_on_version"],
+        )
+        for c in sorted(claims, key=lambda c: (c["asserted_at"], c["claim_id"]))
+    ]
+
+
+def _safe(et: EdgeType, claims: Sequence[Mapping[str, Any]], claim_id: str) -> bool:
+    if not et.fallback.fails_closed:
+        return True
+    c = next(c for c in claims if c["claim_id"] == claim_id)
+    return et.fallback.is_safe(c["polarity"] == "assert", str(c["object"]))
+
+
+def decide_conflict(
+    payload: Mapping[str, Any],
+    et: EdgeType,
+    *,
+    arbiters: Mapping[str, Arbiter] | None = None,
+) -> Verdict:
+    """Run ``et``'s resolver chain over a conflict's escalation payload.
+
+    ``arbiters`` overrides the arbiters the schema declares (by name), e.g. for tests or an
+    in-process model client; otherwise they are built from the schema.
+    """
+    claims: list[Mapping[str, Any]] = list(payload["claims"])
+    ids = {c["claim_id"] for c in claims}
+    trail: list[dict[str, Any]] = []  # resolvers that passed, and why
+    base = {"conflict_id": payload["conflict_id"], "version": payload["version"]}
+
+    def verdict(
+        action: str, resolver: str, rationale: str, winner: str | None, **kw: Any
+    ) -> Verdict:
+        inputs = {**base, **kw, "passed": trail}
+        return Verdict(action, resolver, rationale[:1000], winner, inputs)
+
+    def adopt(resolver: str, winner: str, rationale: str, **kw: Any) -> Verdict | None:
+        if not _safe(et, claims, winner):
+            trail.append(
+                {
+                    "resolver": resolver,
+                    "why": f"would pick {winner}, not a conservative outcome in domain "
+                    f"{et.domain} (fails closed): a human must decide",
+                }
+            )
+            return None
+        return verdict("winner", resolver, rationale, winner, **kw)
+
+    activation = {"claims": claims, "edge_type": et.name, "domain": et.domain}
+    for spec in et.resolvers:
+        if spec.kind == "rules":
+            for rule in spec.rules:
+                name = f"rules:{rule.name}"
+                try:
+                    if not matches(rule.when, activation):
+                        continue
+                    if rule.escalate is not None:
+                        return verdict(
+                            "escalate", name, rule.escalate, None, rule=rule.name, when=rule.when
+                        )
+                    if rule.reject_all:
+                        return verdict(
+                            "reject_all",
+                            name,
+                            f"rule {rule.name}: reject all",
+                            None,
+                            rule=rule.name,
+                            when=rule.when,
+                        )
+                    assert rule.adopt is not None
+                    picked = select(rule.adopt, claims, activation)
+                except RuleError as exc:
+                    trail.append({"resolver": name, "why": f"CEL error: {exc}"})
+                    continue
+                outcomes = {c["outcome"] for c in claims if c["claim_id"] in picked}
+                if len(outcomes) != 1:
+                    trail.append(
+                        {
+                            "resolver": name,
+                            "why": f"adopt selected {len(outcomes)} outcomes; needs exactly one",
+                        }
+                    )
+                    continue
+                v = adopt(
+                    name,
+                    picked[0],
+                    f"rule {rule.name}: adopt {outcomes.pop()}",
+                    rule=rule.name,
+                    when=rule.when,
+                    adopt=rule.adopt,
+                    matched=picked,
+                )
+                if v is not None:
+                    return v
+        elif spec.kind == "majority":
+            leader, counts = majority(_votes(claims))
+            if leader is None:
+                trail.append({"resolver": "majority", "why": f"tie: {counts}"})
+                continue
+            winner = next(c["claim_id"] for c in claims if c["outcome"] == leader)
+            v = adopt("majority", winner, f"majority: {leader} {counts}", counts=counts)
+            if v is not None:
+                return v
+        elif spec.kind == "weighted":
+            record = {
+                c["agent"]: (int(c["record"]["wins"]), int(c["record"]["losses"])) for c in claims
+            }
+            m = merge(_votes(claims), record, prior=et.merge_prior, threshold=spec.margin)
+            if m["winner"] is None:
+                trail.append(
+                    {"resolver": "weighted", "why": f"margin {m['margin']:.3f} < {spec.margin:g}"}
+                )
+                continue
+            v = adopt(
+                "weighted",
+                m["winner"],
+                f"calibrated weighted vote: {m['outcome']} "
+                f"(merged confidence {m['merged_confidence']:.3f}, margin {m['margin']:.3f})",
+                merge=m,
+            )
+            if v is not None:
+                return v
+        elif spec.kind == "arbiter":
+            arb = (arbiters or {}).get(spec.name) or arbiter_for(spec)
+            name = f"arbiter:{spec.name}"
+            try:
+                answer = dict(arb.arbitrate(payload))
+            except ArbiterError as exc:
+                trail.append({"resolver": name, "why": str(exc)[:300]})
+                continue
+            rationale = str(answer.get("rationale", ""))[:1000]
+            if answer.get("escalate"):
+                return verdict("escalate", name, str(answer["escalate"])[:200], None, answer=answer)
+            if answer.get("reject_all") is True:
+                return verdict("reject_all", name, rationale or "reject all", None, answer=answer)
+            w = answer.get("winner")
+            if isinstance(w, str) and w in ids:
+                v = adopt(name, w, rationale or f"arbiter picked {w}", answer=answer)
+                if v is not None:
+                    return v
+                continue
+            trail.append({"resolver": name, "why": f"not a verdict: {json.dumps(answer)[:200]}"})
+        elif spec.kind == "human":
+            return verdict("escalate", "human", "a person decides (resolver chain: human)", None)
+        elif spec.kind == "fallback":
+            fb = et.fallback
+            if fb.mode in ("fail_closed", "default") and fb.value is not None:
+                hold = [
+                    c["claim_id"]
+                    for c in claims
+                    if c["polarity"] == "assert" and str(c["object"]) == fb.value
+                ]
+                if hold:
+                    return verdict(
+                        "winner",
+                        "fallback",
+                        f"domain {et.domain} ({fb.mode}): adopt {fb.value}",
+                        hold[0],
+                        fallback=fb.value,
+                    )
+                if fb.mode == "fail_closed":
+                    return verdict(
+                        "escalate",
+                        "fallback",
+                        f"domain {et.domain} fails closed: readers get {fb.value}; "
+                        "no claim holds it, a person decides",
+                        None,
+                        fallback=fb.value,
+                    )
+                trail.append({"resolver": "fallback", "why": f"no claim holds {fb.value}"})
+                continue
+            return verdict("escalate", "fallback", f"domain {et.domain}: escalate", None)
+    return verdict("escalate", "chain", "no resolver reached a verdict", None)
+
+
+def run_resolvers(
+    graph: Any,
+    *,
+    agent: str,
+    arbiters: Mapping[str, Arbiter] | None = None,
+    at: int | None = None,
+) -> list[tuple[str, Verdict, Any]]:
+    """One pass: run the resolver chain of every open, not yet escalated conflict.
+
+    ``graph`` is any graph handle (embedded, Kafka or HTTP) and ``agent`` the resolver
+    principal the verdicts are written as. Returns (conflict id, verdict, receipt) per conflict.
+    """
+    version = graph.head() if at is None else at
+    schema = graph.reader.schema(version)
+    done: list[tuple[str, Verdict, Any]] = []
+    if schema is None:
+        return done
+    for row in graph.quarantine(at=version):
+        if row.get("escalated_at") is not None:
+            continue
+        et = schema.edge_types.get(row["edge_type"])
+        if et is None or not et.resolvers:
+            continue
+        payload = graph.escalation(row["conflict_id"], at=version)
+        if payload is None:
+            continue
+        v = decide_conflict(payload, et, arbiters=arbiters)
+        cid = row["conflict_id"]
+        if v.action == "escalate":
+            r = graph.escalate(cid, agent=agent, reason=v.rationale[:256], resolver=v.resolver)
+        else:
+            r = graph.resolve(
+                cid,
+                agent=agent,
+                winner=v.winner if v.action == "winner" else None,
+                resolver=v.resolver,
+                rationale=v.rationale,
+                inputs=v.inputs_json(),
+            )
+        done.append((cid, v, r))
+    return done

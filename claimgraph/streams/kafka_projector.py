@@ -1,0 +1,232 @@
+"""The projector on Kafka: a ``read_committed`` consumer of one graph's decisions partition.
+
+It folds the graph's decisions (other graphs hashed to the same partition are skipped) with
+their real offsets as versions, and writes each batch of rows together with its applied
+offset, like the embedded projector. On restart it re-folds the decisions up to the applied
+offset without writing, then continues writing after it — or, when ``DIR/checkpoints`` holds
+a usable checkpoint at or below the applied offset (:mod:`claimgraph.projections.checkpoints`),
+starts
+from its folded state and reads the partition only after it. Several projector processes may
+serve one graph, each with its own projection directory.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from claimgraph.core.state import GraphState
+from claimgraph.core.wire import decode_decision
+from claimgraph.errors import ClaimgraphError
+from claimgraph.logs.kafka import (
+    KafkaConfig,
+    consumer_lag,
+    partition_for,
+    read_partition,
+    topic_partitions,
+)
+from claimgraph.projections.projector import ProjectionStore, Projector
+
+__all__ = ["KafkaProjector"]
+
+
+def _log(event: str, **fields: Any) -> None:
+    print(
+        json.dumps({"ts": round(time.time(), 3), "event": event, **fields}),
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+class KafkaProjector:
+    """Projects one graph from Kafka into a local versioned RocksDB projection."""
+
+    def __init__(
+        self,
+        cfg: KafkaConfig,
+        graph: str,
+        path: Path,
+        *,
+        batch_size: int = 2000,
+        use_checkpoints: bool = True,
+    ) -> None:
+        self.cfg = cfg
+        self.graph = graph
+        self.key = graph.encode("utf-8")
+        self.path = path
+        self.batch_size = batch_size
+        parts = topic_partitions(cfg, cfg.decisions_topic)
+        self.partition = partition_for(graph, parts)
+        path.mkdir(parents=True, exist_ok=True)
+        marker = path / "graph.json"
+        if marker.exists():
+            have = json.loads(marker.read_text()).get("graph")
+            if have != graph:
+                raise ClaimgraphError(f"{path} holds a projection of graph {have!r}")
+        else:
+            marker.write_text(
+                json.dumps(
+                    {
+                        "graph": graph,
+                        "runtime": "kafka",
+                        "bootstrap": cfg.bootstrap,
+                        "prefix": cfg.prefix,
+                    }
+                )
+                + "\n"
+            )
+        self.store = ProjectionStore(path / "projection", create=True)
+        self.state = GraphState(graph)
+        self.applied_at_start = self.store.applied()
+        self.resumed_from: int | None = None  # the checkpoint version the state started at
+        self._last_value: bytes | None = None  # the decision record at self.state.head
+        if use_checkpoints:
+            from claimgraph.projections.checkpoints import resume
+
+            found = resume(self.checkpoints, graph, self.applied_at_start, self._record_at)
+            if found is not None:
+                self.state = found[1]
+                self.resumed_from = found[0].version
+        self.projector = Projector(self.store, self.state, index_inputs=True)
+        self.projector.checkpoints = self.checkpoints
+        self.projector.set_graph(graph)
+        self.decisions = 0
+        self._consumer: Consumer | None = None
+        self._stop = False
+
+    def start(self) -> None:
+        self._consumer = Consumer(
+            self.cfg.client(
+                **{
+                    "group.id": f"{self.cfg.prefix}-projector",
+                    "isolation.level": "read_committed",
+                    "enable.auto.commit": False,
+                    "enable.partition.eof": True,
+                    "fetch.max.bytes": 52428800,
+                }
+            )
+        )
+        start = 0 if self.resumed_from is None else self.resumed_from + 1
+        self._consumer.assign([TopicPartition(self.cfg.decisions_topic, self.partition, start)])
+        _log(
+            "projector.started",
+            graph=self.graph,
+            partition=self.partition,
+            applied=self.applied_at_start,
+            resumed_from=self.resumed_from,
+            path=str(self.path),
+        )
+
+    def stop(self) -> None:
+        self._stop = True
+
+    def lag(self) -> int:
+        """Records of the decisions partition not yet read."""
+        if self._consumer is None:
+            return 0
+        return consumer_lag(self._consumer, self.cfg.decisions_topic, self.partition)
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        self.store.close()
+
+    @property
+    def applied(self) -> int:
+        return self.store.applied()
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    def _record_at(self, offset: int) -> bytes | None:
+        """The committed decision record at ``offset`` of this graph's partition, if any."""
+        recs = read_partition(self.cfg, self.cfg.decisions_topic, self.partition, offset, 1, 5.0)
+        return recs[0][0].value if recs and recs[0][0].offset == offset else None
+
+    def checkpoint(self, keep: int | None = 2) -> Any:
+        """Checkpoint the projection and folded state at the applied offset; keep the ``keep``
+        newest checkpoints (None: all)."""
+        from claimgraph.projections.checkpoints import create_checkpoint, prune_checkpoints
+
+        record = self._last_value
+        if record is None:
+            record = self._record_at(self.state.head)
+        info = create_checkpoint(
+            self.store, self.state, self.checkpoints, runtime="kafka", record=record
+        )
+        if keep is not None:
+            prune_checkpoints(self.checkpoints, keep)
+        return info
+
+    def step(self, timeout: float = 0.1) -> int:
+        """Fold one batch; write the rows of decisions above the applied offset."""
+        if self._consumer is None:
+            self.start()
+        assert self._consumer is not None
+        msgs = self._consumer.consume(num_messages=self.batch_size, timeout=timeout)
+        applied = self.applied_at_start
+        n = 0
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise ClaimgraphError(f"projector consumer: {err.str()}")
+            if m.key() != self.key:
+                continue
+            offset = int(m.offset() or 0)
+            value = m.value() or b""
+            d = decode_decision(value)
+            ch = self.state.evolve(d, offset)
+            self._last_value = value
+            if offset > applied:
+                self.projector.stage(offset, d, ch)
+                n += 1
+            self.decisions += 1
+        self.projector.flush()
+        gc.freeze()  # the folded state is long-lived: keep it out of full collections
+        return n
+
+    def run(
+        self,
+        *,
+        idle_exit: float | None = None,
+        on_batch: Callable[[KafkaProjector, int], None] | None = None,
+        checkpoint_every: int | None = None,
+    ) -> int:
+        """Project until stopped (or idle for ``idle_exit`` seconds).
+
+        With ``checkpoint_every``, a checkpoint is written whenever that many decisions were
+        projected since the last one (and the folded state has caught up with the store).
+        """
+        total = 0
+        since_checkpoint = 0
+        idle_since = time.monotonic()
+        while not self._stop:
+            n = self.step()
+            total += n
+            since_checkpoint += n
+            if (
+                checkpoint_every is not None
+                and since_checkpoint >= checkpoint_every
+                and self.state.head == self.applied
+            ):
+                info = self.checkpoint()
+                _log("projector.checkpoint", graph=self.graph, version=info.version)
+                since_checkpoint = 0
+            if on_batch is not None:
+                on_batch(self, n)
+            if n:
+                idle_since = time.monotonic()
+            elif idle_exit is not None and time.monotonic() - idle_since >= idle_exit:
+                break
+        return total
