@@ -30,7 +30,7 @@ from claimgraph.core.model import (
     Polarity,
     Reason,
 )
-from claimgraph.core.schema import GraphSchema, load_schema_file, parse_schema
+from claimgraph.core.schema import GraphSchema, parse_schema
 from claimgraph.errors import (
     AuthError,
     ClaimgraphError,
@@ -52,6 +52,7 @@ from claimgraph.projections.retention import Pin, PinRegistry
 from claimgraph.service.graph import Graph, Receipt
 from claimgraph.service.graph import open_graph as open
 from claimgraph.service.runs import ReplayReport, Run, RunNotFound, RunSummary, Snapshot
+from claimgraph.service.schemas import load_schema_file
 from claimgraph.service.signers import Signer
 
 if _TYPE_CHECKING:

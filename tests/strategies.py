@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
-from claimgraph.core.governor.decide import decide
+from claimgraph.core.governor import decide
 from claimgraph.core.state import VISIBLE, WITHHELD, GraphState
 from claimgraph.core.wire import MARKER, encode_command, fingerprints
 

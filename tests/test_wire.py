@@ -20,7 +20,7 @@ from claimgraph.core.avro import (
     compile_decoder,
     compile_encoder,
 )
-from claimgraph.core.governor.decide import decide
+from claimgraph.core.governor import decide
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import (
     decode_command,

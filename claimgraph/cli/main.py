@@ -20,11 +20,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from claimgraph.core.model import LIMITS
-from claimgraph.core.schema import load_schema_file
 from claimgraph.core.wire import encode_command
 from claimgraph.errors import ClaimgraphError, ConfigError, InputError, SchemaError
 from claimgraph.service.graph import DEFAULT_GRAPH, Graph, Receipt, open_graph
 from claimgraph.service.inputs import now_millis, parse_command
+from claimgraph.service.schemas import load_schema_file
 
 if TYPE_CHECKING:
     from claimgraph.logs.kafka import KafkaConfig

@@ -8,7 +8,7 @@ retract the claim or resolve its conflict; erasure is for a privacy request.
 
 How it stays deterministic:
 
-* The governor decides ``erase`` like any command (:func:`decide_erase`, pure): an admin, a
+* The governor decides ``erase`` like any command (``core.governor.lifecycle.erase``): an admin, a
   known claim → ``accepted``/``erased`` with the claim id as ``target``; otherwise a recorded
   rejection. The decision itself is the **tombstone**; it carries no payload.
 * The projector, on folding that decision at version E, rewrites every row of the claim, at
@@ -30,37 +30,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from claimgraph.core.model import Command, Decision, EraseCommand, Reason
-from claimgraph.core.state import GraphState
+from claimgraph.core.model import Decision
 
-__all__ = ["PAYLOAD", "decide_erase", "scrub_decision", "scrub_row"]
+__all__ = ["PAYLOAD", "scrub_decision", "scrub_row"]
 
 PAYLOAD: dict[str, Any] = {"evidence": [], "reasoning": "", "properties": {}}
 
 
 # -- the decision (pure) ----------------------------------------------------------------------
-
-
-def decide_erase(state: GraphState, cmd: Command, d: Decision) -> tuple[Reason, str] | None:
-    """Fill ``d`` for an erase command; return (reason, detail) to reject it instead."""
-    c = cast(EraseCommand, cmd)
-    if state.schema is None:
-        return Reason.NO_SCHEMA, "no schema has been published: there are no admins yet"
-    if not state.schema.is_admin(c["agent"]):
-        return (
-            Reason.NOT_ADMIN,
-            f"agent {c['agent']!r} is not an admin in schema revision {state.schema_rev}",
-        )
-    claim_id = c["claim_id"]
-    if not claim_id or len(claim_id) > 256 or not claim_id.isprintable():
-        return Reason.INVALID_ID, "claim_id must be 1-256 printable characters"
-    if claim_id not in state.claims:
-        return Reason.UNKNOWN_CLAIM, f"no claim {claim_id!r} in this graph"
-    d["kind"] = "accepted"
-    d["reason"] = Reason.ERASED.value
-    d["target"] = claim_id
-    d["detail"] = f"payload of claim {claim_id} erased at every version: {c['reason'][:200]}"
-    return None
 
 
 # -- projections ------------------------------------------------------------------------------

@@ -367,7 +367,7 @@ Command = (
     | EraseCommand
 )
 # A ``signed`` record (SignedCommand) decodes through the same path but wraps a Command; only
-# claimgraph.core.governor.admission opens it, so it is not part of the union the handlers see.
+# claimgraph.core.governor.authority opens it, so it is not part of the union the handlers see.
 
 
 class ClaimRecord(TypedDict):

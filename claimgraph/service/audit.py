@@ -28,7 +28,7 @@ from typing import Any
 
 from rocksdict import Rdict
 
-from claimgraph.core.governor.decide import decide
+from claimgraph.core.governor import decide
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision, encode_decision
 from claimgraph.errors import ConfigError, IntegrityError, VersionPruned

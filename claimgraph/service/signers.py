@@ -2,7 +2,7 @@
 
 A producer that writes to the commands log itself (a Kafka client) wraps each command in a
 ``signed`` record. The governor verifies it against the keys admins registered in the log
-(:mod:`claimgraph.core.governor.admission`)::
+(:mod:`claimgraph.core.governor.authority`)::
 
     signer = Signer.generate("release-bot-1")          # or Signer.load(path, key_id)
     g.register_key(signer.key_id, "release-agent", signer.public_bytes, agent="admin")
@@ -20,7 +20,7 @@ from typing import Any, cast
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from claimgraph.core.governor.admission import CONTEXT
+from claimgraph.core.governor.authority import CONTEXT
 from claimgraph.core.model import Command
 from claimgraph.core.wire import encode_command
 from claimgraph.errors import ConfigError

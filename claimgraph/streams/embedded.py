@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rocksdict import WriteBatch
 
-from claimgraph.core.governor.decide import decide
+from claimgraph.core.governor import decide
 from claimgraph.core.model import Decision
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision, encode_decision

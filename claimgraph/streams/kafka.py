@@ -37,7 +37,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from claimgraph.core.governor.decide import decide
+from claimgraph.core.governor import decide
 from claimgraph.core.model import Decision
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision, encode_decision

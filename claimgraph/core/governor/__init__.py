@@ -1,0 +1,158 @@
+"""The governor's decision function: ``decide(state, command, input_offset, log_time)`` (pure).
+
+No clock, no randomness, no I/O: the only inputs are the folded :class:`GraphState`, the
+command's bytes, its position in the commands log and its log append time (the governor's
+"now"). Replaying the commands log through ``decide`` + ``GraphState.evolve`` therefore
+reproduces the decisions log byte for byte.
+
+Every command gets exactly one decision. Anything invalid — undecodable bytes, a malformed
+field, an unknown type, a writer the schema does not admit — becomes a ``rejected`` decision
+with a machine-readable reason code (:class:`claimgraph.core.model.Reason`) and a detail line.
+
+The rules live in one module each, and this module only dispatches:
+
+========================  ==================================================================
+``authority``             signatures and keys, refusals from the ingress, who may write an
+                          edge type (writers and grants), ``publish_schema``, ``grant``,
+                          ``revoke``
+``claims``                ``assert`` / ``deny``: cardinality, polarity, staleness, policies
+``conflicts``             the calibrated merge, ``resolve``, releasing claims
+``lifecycle``             ``retract`` and ``erase``
+``exits``                 ``tick``, ``read_blocked``, ``escalate``: leaving quarantine
+``base``                  the empty decision, :class:`Refusal`, field checks
+========================  ==================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+from claimgraph.core.governor.authority import HANDLERS as _AUTHORITY
+from claimgraph.core.governor.authority import grant, open_signed, publish, revoke, unsigned
+from claimgraph.core.governor.base import Refusal, check_id, conflict_id_for, new_decision
+from claimgraph.core.governor.claims import claim, signals_of
+from claimgraph.core.governor.conflicts import resolve
+from claimgraph.core.governor.exits import escalate, read_blocked, tick
+from claimgraph.core.governor.lifecycle import erase, retract
+from claimgraph.core.model import (
+    LIMITS,
+    Command,
+    Decision,
+    InvalidInputCommand,
+    Reason,
+    SignedCommand,
+)
+from claimgraph.core.state import GraphState
+from claimgraph.core.wire import decode_command
+from claimgraph.errors import DecodeError
+
+__all__ = ["conflict_id_for", "decide", "decide_command"]
+
+
+def decide(state: GraphState, data: bytes, input_offset: int, log_time: int) -> Decision:
+    """Decide one command given as bytes from the commands log."""
+    try:
+        cmd = decode_command(data)
+    except DecodeError as exc:
+        d = new_decision(state, None, "undecodable", input_offset, log_time)
+        d["reason"] = exc.reason
+        d["detail"] = exc.detail[: LIMITS["detail"]]
+        return d
+    # signed commands, and every command of a graph that requires signatures (authority.py)
+    if cast(dict[str, Any], cmd).get("type") == "signed":
+        try:
+            inner, key_id = open_signed(state.keys, cast(SignedCommand, cast(object, cmd)))
+        except Refusal as r:
+            return _rejected(new_decision(state, None, "signed", input_offset, log_time), r)
+        d = decide_command(state, inner, input_offset, log_time)
+        d["signed_by"] = key_id
+        return d
+    if state.keys_active:
+        d = new_decision(state, cmd, cast(str, cmd.get("type", "claim")), input_offset, log_time)
+        d["command_id"] = ""  # not remembered: a forged copy must not burn the genuine id
+        return _rejected(d, unsigned(state, cmd))
+    return decide_command(state, cmd, input_offset, log_time)
+
+
+def decide_command(state: GraphState, cmd: Command, input_offset: int, log_time: int) -> Decision:
+    """Decide one decoded command."""
+    ctype = cast(str, cmd.get("type", "claim"))
+    d = new_decision(state, cmd, ctype, input_offset, log_time)
+    try:
+        _check_envelope(state, cmd, d)
+        _HANDLERS[ctype](state, cmd, d)
+        if d["claim"] is not None:
+            signals_of(state, d)
+    except Refusal as r:
+        _rejected(d, r)
+        for k in ("conflicts_with", "supersedes", "withheld", "released", "dismissed"):
+            d[k] = []
+        d["claim"] = None
+        d["schema"] = None
+        d["grant"] = None
+        d["key"] = None
+        d["conflict_id"] = None
+        d["target"] = None
+        d["stale"] = False
+        d["merge"] = None
+        d["signals"] = []
+        d["exits"] = []
+        d["count"] = 0
+        d["run_id"] = None
+    return d
+
+
+def _rejected(d: Decision, r: Refusal) -> Decision:
+    d["kind"] = "rejected"
+    d["reason"] = r.reason.value
+    d["detail"] = r.detail[: LIMITS["detail"]]
+    return d
+
+
+# -- validation -----------------------------------------------------------------------------
+
+
+def _check_envelope(state: GraphState, cmd: Command, d: Decision) -> None:
+    cid = cmd["command_id"]
+    if cmd.get("type") == "invalid_input" and not cid:
+        return  # input too broken to carry an id: rejected below, remembered nowhere
+    try:
+        check_id(cid, "command_id")
+    except Refusal:
+        d["command_id"] = ""  # an unusable id is not remembered; the detail keeps a prefix
+        raise
+    if cmd["graph"] != state.graph:
+        raise Refusal(
+            Reason.WRONG_GRAPH,
+            f"command is for graph {cmd['graph'][:80]!r}; this is {state.graph!r}",
+        )
+    if state.seen(cid):
+        raise Refusal(
+            Reason.DUPLICATE_COMMAND,
+            f"command {cid!r} was already decided; use a new command_id to retry",
+        )
+    if cmd.get("type") != "invalid_input":
+        check_id(cmd["agent"], "agent")
+        check_id(cmd["task"], "task", empty_ok=True)
+
+
+def _invalid(state: GraphState, cmd: Command, d: Decision) -> None:
+    c = cast(InvalidInputCommand, cmd)
+    raise Refusal(Reason.MALFORMED, c["error"])
+
+
+_HANDLERS: dict[str, Callable[[GraphState, Command, Decision], None]] = {
+    "claim": claim,
+    "retract": retract,
+    "resolve": resolve,
+    "publish_schema": publish,
+    "grant": grant,
+    "revoke": revoke,
+    "tick": tick,
+    "read_blocked": read_blocked,
+    "escalate": escalate,
+    "invalid_input": _invalid,
+    **_AUTHORITY,  # register_key, revoke_key, refused
+    "erase": erase,
+}

@@ -1,4 +1,8 @@
-"""Admission of commands: signing keys, signed commands and refusals from the ingress (pure).
+"""Authority: who may write what — signatures, keys, ingress refusals, writers, admins (pure).
+
+Besides admission (below), this module holds the administrative commands: ``publish_schema``
+(the first schema names its own admins; later ones need an admin and may not put several
+present edges in one exclusive slot), ``grant`` and ``revoke`` (run-time scope for writers).
 
 Identity is never taken from a self-declared field. Two ingresses vouch for it:
 
@@ -26,25 +30,30 @@ exactly as the first run did.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from claimgraph.core.entities import SEP, KeyState
+from claimgraph.core.governance import iso_utc as _iso
+from claimgraph.core.governor.base import Refusal, check_id, check_text, require_schema
 from claimgraph.core.model import (
     LIMITS,
     Command,
     Decision,
+    GrantCommand,
+    PublishSchemaCommand,
     Reason,
     RefusedCommand,
     RegisterKeyCommand,
+    RevokeCommand,
     RevokeKeyCommand,
     SignedCommand,
 )
-from claimgraph.core.schema import Pattern
+from claimgraph.core.schema import EdgeType, parse_schema
 from claimgraph.core.wire import decode_command
-from claimgraph.errors import DecodeError
+from claimgraph.errors import DecodeError, SchemaError
 
 if TYPE_CHECKING:
     from claimgraph.core.state import GraphState
@@ -52,53 +61,12 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTEXT",
     "HANDLERS",
-    "KeyState",
     "Refusal",
-    "admit",
-    "fold_key",
     "open_signed",
-    "requires_signatures",
+    "unsigned",
 ]
 
 CONTEXT = b"claimgraph-signed-v1\x00"
-
-
-class Refusal(Exception):
-    """A command is rejected with a reason code and a detail line (raised inside ``decide``)."""
-
-    def __init__(self, reason: Reason, detail: str) -> None:
-        self.reason = reason
-        self.detail = detail
-
-
-@dataclass(slots=True)
-class KeyState:
-    """A registered signing key (the public half) and whether it was revoked."""
-
-    key_id: str
-    key_agent: Pattern
-    public: Ed25519PublicKey
-    revoked: bool = False
-
-
-def fold_key(keys: dict[str, KeyState], d: Decision) -> None:
-    """Fold a decision into the graph's keys (called by :meth:`GraphState.evolve`)."""
-    if d["kind"] == "rejected":
-        return
-    k = d["key"]
-    if k is not None:
-        keys[k["key_id"]] = KeyState(
-            k["key_id"],
-            Pattern.of(k["key_agent"]),
-            Ed25519PublicKey.from_public_bytes(k["public_key"]),
-        )
-    elif d["command_type"] == "revoke_key" and d["target"] in keys:
-        keys[d["target"]].revoked = True
-
-
-def requires_signatures(keys: dict[str, KeyState]) -> bool:
-    """A graph requires signatures while it has an active key."""
-    return any(not k.revoked for k in keys.values())
 
 
 def open_signed(keys: dict[str, KeyState], cmd: SignedCommand) -> tuple[Command, str]:
@@ -129,52 +97,20 @@ def open_signed(keys: dict[str, KeyState], cmd: SignedCommand) -> tuple[Command,
     return inner, key_id
 
 
-Decide = Callable[["GraphState", Command, int, int], Decision]
-Base = Callable[["GraphState", Command | None, str, int, int], Decision]
-
-
-def admit(
-    state: GraphState,
-    cmd: Command,
-    input_offset: int,
-    log_time: int,
-    decide_command: Decide,
-    base: Base,
-) -> Decision:
-    """Decide a signed command, or an unsigned one on a graph that requires signatures."""
-    if cast(dict[str, object], cmd).get("type") == "signed":
-        signed = cast(SignedCommand, cast(object, cmd))
-        try:
-            inner, key_id = open_signed(state.keys, signed)
-        except Refusal as r:
-            return _refused(base(state, None, "signed", input_offset, log_time), r)
-        d = decide_command(state, inner, input_offset, log_time)
-        d["signed_by"] = key_id
-        return d
+def unsigned(state: GraphState, cmd: Command) -> Refusal:
+    """The refusal of an unsigned command on a graph that requires signatures."""
     ctype = cast(str, cmd.get("type", "claim"))
-    d = base(state, cmd, ctype, input_offset, log_time)
     cid = cast(dict[str, str], cmd).get("command_id", "")
-    d["command_id"] = ""  # not remembered: a forged copy must not burn the genuine id
-    return _refused(
-        d,
-        Refusal(
-            Reason.UNSIGNED,
-            f"graph {state.graph!r} requires signed commands; {ctype} {cid[:80]!r} is unsigned",
-        ),
+    return Refusal(
+        Reason.UNSIGNED,
+        f"graph {state.graph!r} requires signed commands; {ctype} {cid[:80]!r} is unsigned",
     )
-
-
-def _refused(d: Decision, r: Refusal) -> Decision:
-    d["kind"] = "rejected"
-    d["reason"] = r.reason.value
-    d["detail"] = r.detail[: LIMITS["detail"]]
-    return d
 
 
 # -- handlers for the admission commands (dispatched by the governor) ---------------------------
 
 
-def _check_id(value: object, name: str) -> str:
+def _check_key_id(value: object, name: str) -> str:
     if not isinstance(value, str) or not value:
         raise Refusal(Reason.INVALID_ID, f"{name} is empty or not a string")
     if len(value) > LIMITS["id"]:
@@ -184,7 +120,7 @@ def _check_id(value: object, name: str) -> str:
     return value
 
 
-def _require_admin(state: GraphState, agent: str) -> None:
+def _require_key_admin(state: GraphState, agent: str) -> None:
     if state.schema is None:
         raise Refusal(Reason.NO_SCHEMA, "no graph schema has been published yet")
     if not state.schema.is_admin(agent):
@@ -194,9 +130,9 @@ def _require_admin(state: GraphState, agent: str) -> None:
 
 def _register_key(state: GraphState, cmd: Command, d: Decision) -> None:
     c = cast(RegisterKeyCommand, cmd)
-    _require_admin(state, c["agent"])
-    key_id = _check_id(c["key_id"], "key_id")
-    _check_id(c["key_agent"], "key_agent")
+    _require_key_admin(state, c["agent"])
+    key_id = _check_key_id(c["key_id"], "key_id")
+    _check_key_id(c["key_agent"], "key_agent")
     if key_id in state.keys:
         raise Refusal(Reason.INVALID_ID, f"key id {key_id!r} is already taken; choose another")
     try:
@@ -214,8 +150,8 @@ def _register_key(state: GraphState, cmd: Command, d: Decision) -> None:
 
 def _revoke_key(state: GraphState, cmd: Command, d: Decision) -> None:
     c = cast(RevokeKeyCommand, cmd)
-    _require_admin(state, c["agent"])
-    key_id = _check_id(c["key_id"], "key_id")
+    _require_key_admin(state, c["agent"])
+    key_id = _check_key_id(c["key_id"], "key_id")
     k = state.keys.get(key_id)
     if k is None or k.revoked:
         what = "was already revoked" if k else "does not exist"
@@ -250,3 +186,117 @@ HANDLERS: dict[str, Callable[[GraphState, Command, Decision], None]] = {
     "revoke_key": _revoke_key,
     "refused": _refused_by_ingress,
 }
+
+
+def authorised(state: GraphState, et: EdgeType, agent: str, task: str, now: int) -> bool:
+    assert state.schema is not None
+    if state.schema.may_write(et, agent, task):
+        return True
+    for g in state.grants.values():
+        r = g.record
+        if g.revoked or (r["expires_at"] is not None and now >= r["expires_at"]):
+            continue
+        if r["edge_type"] not in (et.name, "*"):
+            continue
+        from claimgraph.core.schema import Pattern  # small, cached by the regex module
+
+        if Pattern.of(r["grantee_agent"]).matches(agent) and Pattern.of(r["grantee_task"]).matches(
+            task
+        ):
+            return True
+    return False
+
+
+def require_admin(state: GraphState, agent: str) -> None:
+    require_schema(state)
+    assert state.schema is not None
+    if not state.schema.is_admin(agent):
+        raise Refusal(
+            Reason.NOT_ADMIN,
+            f"agent {agent!r} is not an admin in schema revision {state.schema_rev}",
+        )
+
+
+def publish(state: GraphState, cmd: Command, d: Decision) -> None:
+    c = cast(PublishSchemaCommand, cmd)
+    check_text(c["source"], "source", LIMITS["id"])
+    if len(c["document"]) > LIMITS["document"]:
+        raise Refusal(
+            Reason.FIELD_TOO_LARGE,
+            f"schema document is larger than {LIMITS['document']} characters",
+        )
+    try:
+        schema = parse_schema(c["document"], c["source"] or "<schema>")
+    except SchemaError as exc:
+        raise Refusal(Reason.INVALID_SCHEMA, exc.report()) from None
+    if state.schema is None:
+        if not schema.is_admin(c["agent"]):
+            raise Refusal(
+                Reason.NOT_ADMIN,
+                f"the first schema of a graph must name its "
+                f"publisher {c['agent']!r} among principals.admins",
+            )
+    else:
+        require_admin(state, c["agent"])
+        clashes = state.slot_violations(schema)
+        if clashes:
+            raise Refusal(
+                Reason.INVALID_SCHEMA,
+                f"the new cardinalities would put several present edges in "
+                f"{len(clashes)} exclusive slot(s), e.g. {clashes[0].replace(SEP, '/')}; "
+                "retract or resolve them first",
+            )
+    d["kind"] = "accepted"
+    d["reason"] = Reason.SCHEMA_PUBLISHED.value
+    rev = state.schema_rev + 1
+    d["detail"] = f"schema revision {rev} ({schema.digest}) is in force from this version"
+    d["schema"] = {
+        "revision": rev,
+        "digest": schema.digest,
+        "source": c["source"],
+        "document": c["document"],
+    }
+
+
+def grant(state: GraphState, cmd: Command, d: Decision) -> None:
+    c = cast(GrantCommand, cmd)
+    require_admin(state, c["agent"])
+    assert state.schema is not None
+    check_id(c["grantee_agent"], "grantee_agent")
+    check_id(c["grantee_task"], "grantee_task")
+    check_id(c["edge_type"], "edge_type")
+    if c["edge_type"] != "*" and c["edge_type"] not in state.schema.edge_types:
+        raise Refusal(
+            Reason.UNKNOWN_EDGE_TYPE,
+            f"edge type {c['edge_type']!r} is not in schema revision {state.schema_rev}",
+        )
+    if c["expires_at"] is not None and c["expires_at"] <= d["log_time"]:
+        raise Refusal(
+            Reason.INVALID_FIELD,
+            f"expires_at {c['expires_at']} is not after the log time {d['log_time']}",
+        )
+    d["kind"] = "accepted"
+    d["reason"] = Reason.GRANTED.value
+    d["target"] = c["command_id"]
+    d["grant"] = {
+        "grant_id": c["command_id"],
+        "grantee_agent": c["grantee_agent"],
+        "grantee_task": c["grantee_task"],
+        "edge_type": c["edge_type"],
+        "expires_at": c["expires_at"],
+    }
+    until = f" until {_iso(c['expires_at'])}" if c["expires_at"] is not None else ""
+    d["detail"] = f"{c['grantee_agent']}/{c['grantee_task']} may write {c['edge_type']}{until}"
+
+
+def revoke(state: GraphState, cmd: Command, d: Decision) -> None:
+    c = cast(RevokeCommand, cmd)
+    require_admin(state, c["agent"])
+    check_id(c["grant_id"], "grant_id")
+    g = state.grants.get(c["grant_id"])
+    if g is None or g.revoked:
+        what = "was already revoked" if g else "does not exist"
+        raise Refusal(Reason.UNKNOWN_GRANT, f"grant {c['grant_id']!r} {what}")
+    d["kind"] = "accepted"
+    d["reason"] = Reason.REVOKED.value
+    d["target"] = c["grant_id"]
