@@ -47,10 +47,10 @@ from claimgraph.errors import (
     VersionPruned,
 )
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
-from claimgraph.projections.replica import Replica, open_replica
 from claimgraph.projections.retention import Pin, PinRegistry
 from claimgraph.service.graph import Graph, Receipt
 from claimgraph.service.graph import open_graph as open
+from claimgraph.service.replica import Replica, open_replica
 from claimgraph.service.runs import ReplayReport, Run, RunNotFound, RunSummary, Snapshot
 from claimgraph.service.schemas import load_schema_file
 from claimgraph.service.signers import Signer

@@ -10,9 +10,9 @@ import json
 import sys
 import time
 
-from claimgraph.projections.replica import open_replica
 from claimgraph.service.api import GraphReads
 from claimgraph.service.audit import digest_at
+from claimgraph.service.replica import open_replica
 
 
 def answers(r: GraphReads, at: int) -> list[object]:

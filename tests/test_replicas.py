@@ -13,9 +13,9 @@ import pytest
 
 import claimgraph
 from claimgraph.errors import ConfigError, VersionNotYetAvailable, VersionPruned
-from claimgraph.projections.replica import open_replica
 from claimgraph.projections.retention import gc_graph
 from claimgraph.service.graph import Graph
+from claimgraph.service.replica import open_replica
 from tests.conftest import ROOT, SCHEMA
 from tests.replica_worker import answers
 

@@ -131,7 +131,7 @@ def child(phase: str, a: dict[str, Any]) -> dict[str, Any]:
         shutil.rmtree(copy)
         return {"seconds": secs, "scanned": scanned, "deleted": deleted, "bytes": size}
     if phase == "reads":
-        from claimgraph.projections.replica import open_replica
+        from claimgraph.service.replica import open_replica
 
         edges = json.loads(Path(a["edges"]).read_text())
         rng = random.Random(a["seed"])

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from claimgraph.cli.common import emit, graph_session, print_receipt, say
 from claimgraph.errors import InputError
 
 __all__ = ["register", "resolvers_app"]
@@ -22,16 +23,6 @@ AtOpt = Annotated[
     int | None,
     typer.Option("--at", help="Read at this version (default: head).", show_default=False),
 ]
-
-
-def _cli() -> Any:
-    from claimgraph.cli import main as cli
-
-    return cli
-
-
-def _say(text: str) -> None:
-    _cli().out.print(text, markup=False)
 
 
 def _duration_s(text: str) -> float:
@@ -49,44 +40,44 @@ def _duration_s(text: str) -> float:
 def _claims_table(p: dict[str, Any]) -> None:
     for c in p["claims"]:
         based = c["based_on_version"]
-        _say(
+        say(
             f"    {c['outcome']:<32} by {c['agent']}"
             + (f"/{c['task']}" if c["task"] else "")
             + f"  confidence {c['confidence']:g}  accuracy {c['accuracy']:.2f}"
             + f"  read v{based if based is not None else '-'}  claim {c['claim_id']}"
         )
         if c["evidence"] or c["reasoning"]:
-            _say(f"      evidence: {', '.join(c['evidence']) or '-'}; {c['reasoning'][:160]}")
+            say(f"      evidence: {', '.join(c['evidence']) or '-'}; {c['reasoning'][:160]}")
 
 
 def _print_payload(p: dict[str, Any], *, full: bool) -> None:
     head = f"{p['conflict_id']}  {p['edge_type']} ({p['domain']})  {p['status']}"
     if p["escalation_reason"]:
         head += f" — {p['escalation_reason']}"
-    _say(head)
+    say(head)
     _claims_table(p)
     for s in p["signals"]:
-        _say(f"    signal {s['kind']}: {s['detail']}")
+        say(f"    signal {s['kind']}: {s['detail']}")
     rec = p["recommended_action"]
-    _say(
+    say(
         f"    recommended: {rec['action']}"
         + (f" {rec['outcome']} (claim {rec['claim_id']})" if rec["claim_id"] else "")
         + f" — {rec['why']}"
     )
     if p["fallback"] and p["fallback"]["mode"] != "escalate":
-        _say(f"    readers are served: {p['fallback']['value']} ({p['fallback']['mode']})")
+        say(f"    readers are served: {p['fallback']['value']} ({p['fallback']['mode']})")
     if full:
         w = p["votes"]["weighted"]
-        _say(
+        say(
             f"    votes: majority {p['votes']['majority']['outcome'] or 'tie'}; weighted "
             f"{w['outcome']} (merged confidence {w['merged_confidence']:.3f}, "
             f"margin {w['margin']:.3f})"
         )
-        _say(
+        say(
             f"    opened v{p['opened_at']} at {p['opened_time']}; blocked reads "
             f"{p['blocked_reads']}; schema rev {p['schema_rev']}; review {p['review']}"
         )
-    _say(
+    say(
         f"    resolve: claimgraph resolve {p['conflict_id']} --agent human:NAME "
         "--winner CLAIM_ID | --reject-all"
     )
@@ -103,25 +94,24 @@ def escalations_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Conflicts handed to a person, each with its self-contained evidence payload."""
-    cli = _cli()
-    with cli._graph() as g:
+    with graph_session() as g:
         version = g.head() if at is None else at
         if conflict_id is not None:
             p = g.escalation(conflict_id, at=version)
             if p is None:
                 raise InputError(f"no conflict {conflict_id!r} at version {version}")
             if as_json:
-                cli._emit(p)
+                emit(p)
             else:
                 _print_payload(p, full=True)
             return
         ps = g.escalations(at=version, include_open=include_open)
         if as_json:
-            cli._emit({"version": version, "escalations": ps})
+            emit({"version": version, "escalations": ps})
             return
         if not ps:
             what = "open conflicts" if include_open else "escalated conflicts"
-            _say(f"v{version}: no {what}")
+            say(f"v{version}: no {what}")
         for p in ps:
             _print_payload(p, full=False)
 
@@ -133,10 +123,9 @@ def escalate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Hand a conflict to a person: it stays quarantined and is listed by `escalations`."""
-    cli = _cli()
-    with cli._graph() as g:
+    with graph_session() as g:
         r = g.escalate(conflict_id, agent=agent, reason=reason, resolver="cli")
-        cli._print_receipt(r, as_json)
+        print_receipt(r, as_json)
         if r.kind == "rejected":
             raise typer.Exit(1)
 
@@ -146,12 +135,11 @@ def tick_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Write one tick: time passes for the governor (deadlines) only through the log."""
-    cli = _cli()
-    with cli._graph() as g:
+    with graph_session() as g:
         r = g.tick(agent=agent)
-        cli._print_receipt(r, as_json)
+        print_receipt(r, as_json)
         for x in r.decision["exits"]:
-            _say(f"  {x['conflict_id']}: {x['trigger']} → {x['action']} ({x['detail']})")
+            say(f"  {x['conflict_id']}: {x['trigger']} → {x['action']} ({x['detail']})")
 
 
 def ticker_cmd(
@@ -162,22 +150,21 @@ def ticker_cmd(
     agent: Annotated[str, typer.Option("--agent", "-a", help="Who ticks.")] = "ticker",
 ) -> None:
     """Write a tick every INTERVAL, so quarantine deadlines fire (both runtimes)."""
-    cli = _cli()
     every = _duration_s(interval)
     n = 0
-    with cli._graph() as g:
-        _say(f"ticking {g.name} every {interval}" + (f", {count} times" if count else ""))
+    with graph_session() as g:
+        say(f"ticking {g.name} every {interval}" + (f", {count} times" if count else ""))
         try:
             while count is None or n < count:
                 r = g.tick(agent=agent)
                 n += 1
                 for x in r.decision["exits"]:
-                    _say(f"v{r.version} {x['conflict_id']}: {x['trigger']} → {x['action']}")
+                    say(f"v{r.version} {x['conflict_id']}: {x['trigger']} → {x['action']}")
                 if count is None or n < count:
                     time.sleep(every)
         except KeyboardInterrupt:
             pass
-    _say(f"{n} tick(s) written")
+    say(f"{n} tick(s) written")
 
 
 @resolvers_app.command("run")
@@ -194,15 +181,14 @@ def resolvers_run(
     """Run each open conflict's resolver chain once (or keep going with --follow)."""
     from claimgraph.service.resolvers import run_resolvers
 
-    cli = _cli()
     every = _duration_s(interval)
-    with cli._graph() as g:
+    with graph_session() as g:
         try:
             while True:
                 done = run_resolvers(g, agent=agent)
                 for cid, v, r in done:
                     if as_json:
-                        cli._emit(
+                        emit(
                             {
                                 "conflict_id": cid,
                                 "action": v.action,
@@ -214,14 +200,14 @@ def resolvers_run(
                             }
                         )
                     else:
-                        _say(
+                        say(
                             f"{cid}: {v.resolver} → {v.action}"
                             + (f" {v.winner}" if v.winner else "")
                             + f" — {r.kind} {r.reason} at v{r.version}"
                         )
                 if not follow:
                     if not done and not as_json:
-                        _say("no open conflicts with a resolver chain to run")
+                        say("no open conflicts with a resolver chain to run")
                     return
                 time.sleep(every)
         except KeyboardInterrupt:
@@ -236,8 +222,7 @@ def calibration_cmd(
     """Each writer's record in resolved conflicts of EDGE_TYPE and its calibrated accuracy."""
     from claimgraph.core.governance import accuracy
 
-    cli = _cli()
-    with cli._graph() as g:
+    with graph_session() as g:
         version = g.head() if at is None else at
         schema = g.reader.schema(version)
         et = schema.edge_types.get(edge_type) if schema else None
@@ -254,7 +239,7 @@ def calibration_cmd(
             for a, (w, lo) in sorted(rec.items())
         ]
         if as_json:
-            cli._emit(
+            emit(
                 {
                     "edge_type": edge_type,
                     "version": version,
@@ -264,11 +249,11 @@ def calibration_cmd(
             )
             return
         neutral = accuracy(0, 0, et.merge_prior)
-        _say(f"v{version} {edge_type}: prior {list(et.merge_prior)} (a new writer: {neutral:.2f})")
+        say(f"v{version} {edge_type}: prior {list(et.merge_prior)} (a new writer: {neutral:.2f})")
         if not rows:
-            _say("  no resolved conflicts yet")
+            say("  no resolved conflicts yet")
         for r in rows:
-            _say(
+            say(
                 f"  {r['agent']:<28} won {r['wins']:>5}  lost {r['losses']:>5}  {r['accuracy']:.3f}"
             )
 

@@ -4,33 +4,16 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from claimgraph.cli.common import CTX, emit, say
 from claimgraph.errors import ConfigError
 
 __all__ = ["audit_kafka", "kafka_app", "register", "verify_kafka"]
 
 kafka_app = typer.Typer(help="Topics and status of the Kafka runtime.", no_args_is_help=True)
-
-
-def _ctx() -> Any:
-    from claimgraph.cli.main import CTX
-
-    return CTX
-
-
-def _emit(obj: Any) -> None:
-    from claimgraph.cli.main import _emit as emit
-
-    emit(obj)
-
-
-def _say(text: str) -> None:
-    from claimgraph.cli.main import out
-
-    out.print(text, markup=False)
 
 
 @kafka_app.command("init")
@@ -41,12 +24,12 @@ def kafka_init(
     """Create the commands, decisions and runs topics (idempotent; says what exists)."""
     from claimgraph.logs.kafka import KafkaConfig, init_topics
 
-    base = _ctx().kafka()
+    base = CTX.kafka()
     cfg = KafkaConfig(
         base.bootstrap, prefix=base.prefix, partitions=partitions, replication=replication
     )
     for line in init_topics(cfg):
-        _say(line)
+        say(line)
 
 
 @kafka_app.command("status")
@@ -58,7 +41,7 @@ def kafka_status(
 
     from claimgraph.logs.kafka import partition_for, topic_partitions
 
-    ctx = _ctx()
+    ctx = CTX
     cfg = ctx.kafka()
     parts = topic_partitions(cfg, cfg.commands_topic)
     rows = []
@@ -89,7 +72,7 @@ def kafka_status(
         )
     graph_partition = partition_for(ctx.graph, parts)
     if as_json:
-        _emit(
+        emit(
             {
                 "bootstrap": cfg.bootstrap,
                 "prefix": cfg.prefix,
@@ -99,12 +82,12 @@ def kafka_status(
             }
         )
         return
-    _say(
+    say(
         f"{cfg.bootstrap} prefix {cfg.prefix}: graph {ctx.graph!r} is on partition "
         f"{graph_partition}"
     )
     for r in rows:
-        _say(
+        say(
             f"  p{r['partition']}: decisions end {r['decisions_end']}, commands "
             f"{r['decided_up_to']}/{r['commands_end']} decided (lag {r['lag']}), "
             f"governor {r['governor_owner'] or '-'}"
@@ -137,7 +120,7 @@ def governor(
     from claimgraph.streams.kafka import KafkaGovernor
     from claimgraph.streams.metrics import GovernorMetrics
 
-    ctx = _ctx()
+    ctx = CTX
     cfg = ctx.kafka()
     if partition is None:
         partition = partition_for(ctx.graph, topic_partitions(cfg, cfg.commands_topic))
@@ -179,7 +162,7 @@ def projector(
     from claimgraph.streams.kafka_projector import KafkaProjector
     from claimgraph.streams.metrics import ProjectorMetrics
 
-    ctx = _ctx()
+    ctx = CTX
     proj = KafkaProjector(ctx.kafka(), ctx.graph, Path(ctx.data))
     metrics = ProjectorMetrics(metrics_port, ctx.graph, metrics_host)
     signal.signal(signal.SIGTERM, lambda *_: proj.stop())
@@ -196,14 +179,14 @@ def verify_kafka(as_json: bool) -> None:
     from claimgraph.logs.kafka import partition_for, topic_partitions
     from claimgraph.streams.kafka import verify_partition
 
-    ctx = _ctx()
+    ctx = CTX
     cfg = ctx.kafka()
     p = partition_for(ctx.graph, topic_partitions(cfg, cfg.commands_topic))
     commands, decisions = verify_partition(cfg, p)
     if as_json:
-        _emit({"ok": True, "partition": p, "commands": commands, "decisions": decisions})
+        emit({"ok": True, "partition": p, "commands": commands, "decisions": decisions})
     else:
-        _say(
+        say(
             f"verify ok: partition {p}: {commands} commands → {decisions} decisions, "
             "identical bytes"
         )
@@ -213,14 +196,14 @@ def audit_kafka(as_json: bool) -> None:
     """Re-project the --graph from Kafka into a scratch store; compare with --data."""
     from claimgraph.service.audit import compare_with_reprojection
 
-    ctx = _ctx()
+    ctx = CTX
     if not (Path(ctx.data) / "projection").exists():
         raise ConfigError(f"{ctx.data} holds no projection to audit")
     rows, head = compare_with_reprojection(ctx.kafka(), ctx.graph, Path(ctx.data))
     if as_json:
-        _emit({"ok": True, "rows": rows, "head": head})
+        emit({"ok": True, "rows": rows, "head": head})
     else:
-        _say(f"audit ok: {rows} rows identical up to v{head}")
+        say(f"audit ok: {rows} rows identical up to v{head}")
 
 
 def register(app: typer.Typer) -> None:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from claimgraph.cli.common import CTX, emit, err, graph_session, print_receipt, say
 from claimgraph.errors import ConfigError, IntegrityError
 
 __all__ = ["key_app", "register", "runs_app", "serve"]
@@ -28,33 +29,23 @@ DEFAULT_PRINCIPALS: list[dict[str, Any]] = [
 ]
 
 
-def _cli() -> Any:
-    from claimgraph.cli import main as cli
-
-    return cli
-
-
-def _say(text: str) -> None:
-    _cli().out.print(text, markup=False)
-
-
 # -- runs -------------------------------------------------------------------------------------
 
 
 @runs_app.command("list")
 def runs_list(as_json: JsonOpt = False) -> None:
     """Every run: agent, task, pinned version, snapshot, reads/writes, and whether it ended."""
-    with _cli()._graph() as g:
+    with graph_session() as g:
         runs = g.runs()
     if as_json:
-        _cli()._emit([r.as_dict() for r in runs])
+        emit([r.as_dict() for r in runs])
         return
     if not runs:
-        _say("no runs yet")
+        say("no runs yet")
     for r in runs:
         state = f"ended {r.status}" if not r.live else "LIVE (pins its version)"
         snap = f" snapshot {r.snapshot_id}" if r.snapshot_id else ""
-        _say(
+        say(
             f"{r.run_id}  {r.agent}/{r.task or '-'}  at v{r.pinned_version}{snap}  "
             f"{r.reads} reads, {r.writes} writes, {r.tools} tools  {state}"
         )
@@ -70,15 +61,15 @@ def runs_show(
 
     from claimgraph.service.runs import RunNotFound
 
-    with _cli()._graph() as g:
+    with graph_session() as g:
         events = g.run_events(run_id)
     if not events:
         raise RunNotFound(run_id)
     if as_json:
-        _cli()._emit(events)
+        emit(events)
         return
     first = events[0]
-    _say(
+    say(
         f"run {run_id}: {first['agent']}/{first['task'] or '-'} pinned v{first['pinned_version']}"
         + (f" (snapshot {first['snapshot_id']})" if first["snapshot_id"] else "")
     )
@@ -97,7 +88,7 @@ def runs_show(
             line = f"end   {p['status']}"
         else:
             line = "start"
-        _say(f"  {e['seq']:>4} {line}")
+        say(f"  {e['seq']:>4} {line}")
 
 
 @runs_app.command("replay")
@@ -106,10 +97,10 @@ def runs_replay(
     as_json: JsonOpt = False,
 ) -> None:
     """Re-execute the run's reads at its pinned version; exit 7 at the first difference."""
-    with _cli()._graph() as g:
+    with graph_session() as g:
         rep = g.replay_run(run_id)
     if as_json:
-        _cli()._emit(rep.as_dict())
+        emit(rep.as_dict())
     if not rep.identical:
         diff = rep.first_difference or {}
         raise IntegrityError(
@@ -118,7 +109,7 @@ def runs_replay(
             f"now {str(diff.get('replayed', ''))[:40]}"
         )
     if not as_json:
-        _say(f"replay ok: {rep.reads} reads at v{rep.pinned_version} gave identical results")
+        say(f"replay ok: {rep.reads} reads at v{rep.pinned_version} gave identical results")
 
 
 # -- keys ---------------------------------------------------------------------------------------
@@ -138,9 +129,9 @@ def key_generate(
         raise ConfigError(f"{path} exists; refusing to overwrite a key")
     s = Signer.generate(key_id or path.stem)
     s.save(path)
-    _say(f"key {s.key_id}: private key in {path}")
-    _say(f"public key: {s.public_bytes.hex()}")
-    _say(
+    say(f"key {s.key_id}: private key in {path}")
+    say(f"public key: {s.public_bytes.hex()}")
+    say(
         f"register it: claimgraph key register {s.key_id} {s.public_bytes.hex()} "
         "--for AGENT --agent ADMIN"
     )
@@ -178,10 +169,10 @@ def key_register(
         raise ConfigError(
             "the public key must be hex (claimgraph key generate prints it)"
         ) from None
-    with _cli()._graph() as g:
+    with graph_session() as g:
         g.signer = _signer(sign_with)
         r = g.register_key(key_id, key_agent, raw, agent=agent)
-    _cli()._print_receipt(r, as_json)
+    print_receipt(r, as_json)
 
 
 @key_app.command("revoke")
@@ -192,10 +183,10 @@ def key_revoke(
     as_json: JsonOpt = False,
 ) -> None:
     """Revoke a signing key (admin)."""
-    with _cli()._graph() as g:
+    with graph_session() as g:
         g.signer = _signer(sign_with)
         r = g.revoke_key(key_id, agent=agent)
-    _cli()._print_receipt(r, as_json)
+    print_receipt(r, as_json)
 
 
 # -- serve --------------------------------------------------------------------------------------
@@ -232,7 +223,7 @@ def serve(
     from claimgraph.http.app import create_app
     from claimgraph.http.auth import TokenFile, generate_token_file
 
-    ctx = _cli().CTX
+    ctx = CTX
     signer = _signer(signing_key)
     if ctx.bootstrap:
         from claimgraph.service.kafka_graph import KafkaGraph
@@ -249,7 +240,7 @@ def serve(
         if tokens is not None:
             raise ConfigError(f"token file {token_path} does not exist")
         generate_token_file(token_path, DEFAULT_PRINCIPALS)
-        _say(f"created {token_path} with tokens for: admin (admin), reviewer (resolver)")
+        say(f"created {token_path} with tokens for: admin (admin), reviewer (resolver)")
     app = create_app(graph, TokenFile.load(token_path), signer=signer)
     stop = threading.Event()
 
@@ -259,15 +250,15 @@ def serve(
             try:
                 graph.tick(agent="ticker")
             except Exception as exc:  # the ticker must not take the server down
-                _cli().err.print(f"claimgraph: tick failed: {exc}", markup=False)
+                err.print(f"claimgraph: tick failed: {exc}", markup=False)
 
     if tick > 0:
         threading.Thread(target=ticker, name="claimgraph-ticker", daemon=True).start()
     url = f"http://{host}:{port}"
-    _say(f"claimgraph: graph {graph.name!r} ({runtime})")
-    _say(f"  API          {url}/v1   (OpenAPI: {url}/docs)")
-    _say(f"  review page  {url}/review")
-    _say(f"  tokens       {token_path}  (Authorization: Bearer TOKEN)")
+    say(f"claimgraph: graph {graph.name!r} ({runtime})")
+    say(f"  API          {url}/v1   (OpenAPI: {url}/docs)")
+    say(f"  review page  {url}/review")
+    say(f"  tokens       {token_path}  (Authorization: Bearer TOKEN)")
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from claimgraph.cli.common import CTX, emit, graph_session, print_receipt, progress, say
 from claimgraph.errors import ClaimgraphError, ConfigError
 
 __all__ = ["register"]
@@ -32,26 +33,8 @@ replica_app = typer.Typer(
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
-def _ctx() -> Any:
-    from claimgraph.cli.main import CTX
-
-    return CTX
-
-
-def _emit(obj: Any) -> None:
-    from claimgraph.cli.main import _emit as emit
-
-    emit(obj)
-
-
-def _say(text: str) -> None:
-    from claimgraph.cli.main import out
-
-    out.print(text, markup=False)
-
-
 def _data() -> Path:
-    data = Path(_ctx().data)
+    data = Path(CTX.data)
     if not (data / "graph.json").exists():
         raise ConfigError(f"{data} is not a claimgraph data or projector directory")
     return data
@@ -75,28 +58,27 @@ def gc(
 ) -> None:
     """Prune the projection to a horizon: reads at or above it are unchanged, reads below it
     raise VersionPruned. Never passes a live pin; the decisions log is never touched."""
-    from claimgraph.cli.main import _progress
     from claimgraph.projections.retention import gc_graph, parse_age
 
     age = parse_age(keep_age) if keep_age is not None else None
-    ctx = _ctx()
+    ctx = CTX
     if ctx.bootstrap:
-        with _progress("gc") as cb:
+        with progress("gc") as cb:
             rep = _gc_kafka(horizon, keep, age, cb)
     else:
         from claimgraph.service.graph import open_graph
 
-        with open_graph(_data()) as g, _progress("gc") as cb:
+        with open_graph(_data()) as g, progress("gc") as cb:
             rep = gc_graph(g, horizon=horizon, keep=keep, keep_age_ms=age, progress=cb)
     if as_json:
-        _emit(rep.as_dict())
+        emit(rep.as_dict())
         return
     held = (
         f" (held back by pin {rep.held_by.pin_id} of {rep.held_by.owner} at v{rep.held_by.version})"
         if rep.held_by
         else ""
     )
-    _say(
+    say(
         f"gc: horizon v{rep.horizon}{held}; {rep.deleted} of {rep.scanned} rows pruned "
         f"in {rep.seconds:.2f}s"
     )
@@ -109,7 +91,7 @@ def _gc_kafka(horizon: int | None, keep: int | None, age: int | None, progress: 
     from claimgraph.projections.projector import ProjectionStore
     from claimgraph.projections.retention import PinRegistry, gc_projection, resolve_horizon
 
-    ctx = _ctx()
+    ctx = CTX
     data = _data()
     store = ProjectionStore(data / "projection")  # StorageError if the projector is running
     try:
@@ -148,9 +130,9 @@ def pin_add(
 
     p = PinRegistry(_data()).pin(version, owner, lease)
     if as_json:
-        _emit(p.as_dict())
+        emit(p.as_dict())
     else:
-        _say(f"pinned v{p.version} for {p.owner}: {p.pin_id} (lease {lease:g}s)")
+        say(f"pinned v{p.version} for {p.owner}: {p.pin_id} (lease {lease:g}s)")
 
 
 @pin_app.command("list")
@@ -161,11 +143,11 @@ def pin_list(as_json: JsonOpt = False) -> None:
     reg = PinRegistry(_data())
     pins = reg.live()
     if as_json:
-        _emit({"horizon": reg.horizon(), "pins": [p.as_dict() for p in pins]})
+        emit({"horizon": reg.horizon(), "pins": [p.as_dict() for p in pins]})
         return
-    _say(f"horizon v{reg.horizon()}; {len(pins)} live pin(s)")
+    say(f"horizon v{reg.horizon()}; {len(pins)} live pin(s)")
     for p in pins:
-        _say(f"  {p.pin_id}  v{p.version}  {p.owner}  expires_at={p.expires_at}")
+        say(f"  {p.pin_id}  v{p.version}  {p.owner}  expires_at={p.expires_at}")
 
 
 @pin_app.command("remove")
@@ -175,7 +157,7 @@ def pin_remove(pin_id: Annotated[str, typer.Argument(help="The pin's id.")]) -> 
 
     if not PinRegistry(_data()).unpin(pin_id):
         raise ClaimgraphError(f"no live pin {pin_id!r}")
-    _say(f"unpinned {pin_id}")
+    say(f"unpinned {pin_id}")
 
 
 # -- checkpoints ------------------------------------------------------------------------------
@@ -197,7 +179,7 @@ def checkpoint_create(
 ) -> None:
     """Checkpoint the projection and folded state at head (Kafka: catch the projector up
     first; a running projector writes its own with --checkpoint-every)."""
-    ctx = _ctx()
+    ctx = CTX
     if ctx.bootstrap:
         from claimgraph.streams.kafka_projector import KafkaProjector
 
@@ -208,20 +190,19 @@ def checkpoint_create(
         finally:
             proj.close()
     else:
-        from claimgraph.cli.main import _progress
         from claimgraph.projections.checkpoints import checkpoint_graph
         from claimgraph.service.graph import open_graph
 
-        with _progress("fold") as cb, open_graph(_data(), progress=cb) as g:
+        with progress("fold") as cb, open_graph(_data(), progress=cb) as g:
             info = checkpoint_graph(g)
     if keep is not None:
         from claimgraph.projections.checkpoints import prune_checkpoints
 
         prune_checkpoints(_data() / "checkpoints", keep)
     if as_json:
-        _emit(info.as_dict())
+        emit(info.as_dict())
     else:
-        _say(f"checkpoint {_describe(info)}")
+        say(f"checkpoint {_describe(info)}")
 
 
 @checkpoint_app.command("prune")
@@ -232,7 +213,7 @@ def checkpoint_prune(
     from claimgraph.projections.checkpoints import prune_checkpoints
 
     gone = prune_checkpoints(_data() / "checkpoints", keep)
-    _say(f"deleted {len(gone)} checkpoint(s)" + "".join(f"\n  {c.name}" for c in gone))
+    say(f"deleted {len(gone)} checkpoint(s)" + "".join(f"\n  {c.name}" for c in gone))
 
 
 @checkpoint_app.command("list")
@@ -242,12 +223,12 @@ def checkpoint_list(as_json: JsonOpt = False) -> None:
 
     found = list_checkpoints(_data() / "checkpoints")
     if as_json:
-        _emit([c.as_dict() for c in found])
+        emit([c.as_dict() for c in found])
         return
     if not found:
-        _say("no checkpoints (create one: claimgraph checkpoint create)")
+        say("no checkpoints (create one: claimgraph checkpoint create)")
     for c in found:
-        _say(_describe(c))
+        say(_describe(c))
 
 
 @checkpoint_app.command("restore")
@@ -261,24 +242,23 @@ def checkpoint_restore(
     from claimgraph.projections.checkpoints import pick, restore_checkpoint, restore_graph
 
     data = _data()
-    if _ctx().bootstrap:
+    if CTX.bootstrap:
         from claimgraph.projections.projector import ProjectionStore
 
         ProjectionStore(data / "projection").close()  # StorageError if the projector runs
         info = pick(data / "checkpoints", name)
         restore_checkpoint(info, data / "projection")
-        _say(f"restored {_describe(info)}; the projector projects the tail after v{info.version}")
+        say(f"restored {_describe(info)}; the projector projects the tail after v{info.version}")
         return
-    from claimgraph.cli.main import _progress
     from claimgraph.service.graph import open_graph
 
     info = restore_graph(data, name)
-    _say(f"restored {_describe(info)}")
-    with _progress("re-project the tail") as cb:
+    say(f"restored {_describe(info)}")
+    with progress("re-project the tail") as cb:
         g = open_graph(data, progress=cb)  # folds from the checkpoint, projects the tail
         head = g.head()
         g.close()
-    _say(f"projected the tail: v{info.version + 1}..v{head}")
+    say(f"projected the tail: v{info.version + 1}..v{head}")
 
 
 # -- replicas ---------------------------------------------------------------------------------
@@ -287,14 +267,14 @@ def checkpoint_restore(
 @replica_app.command("status")
 def replica_status(as_json: JsonOpt = False) -> None:
     """Open the projection as a replica (a RocksDB secondary) and report what it serves."""
-    from claimgraph.projections.replica import open_replica
+    from claimgraph.service.replica import open_replica
 
     with open_replica(_data()) as r:
         st = r.status()
     if as_json:
-        _emit(st)
+        emit(st)
     else:
-        _say(f"{st['graph']}: replica serves v{st['head']} (horizon v{st['horizon']})")
+        say(f"{st['graph']}: replica serves v{st['head']} (horizon v{st['horizon']})")
 
 
 # -- erasure ----------------------------------------------------------------------------------
@@ -311,13 +291,12 @@ def erase(
     """Erase claims' payload (evidence, reasoning, properties) from every read at every version,
     for PRIVACY requests. Not for correcting wrong data: retract or resolve for that. The
     claims stay in the graph; the logs keep their bytes (see the README)."""
-    from claimgraph.cli.main import _graph, _print_receipt
 
     failed = False
-    with _graph() as g:
+    with graph_session() as g:
         for claim_id in claim_ids:
             r = g.erase(claim_id, agent=agent, reason=reason)
-            _print_receipt(r, as_json)
+            print_receipt(r, as_json)
             failed = failed or r.kind == "rejected"
     if failed:
         raise typer.Exit(1)

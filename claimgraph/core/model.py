@@ -8,6 +8,7 @@ these types mirror them field for field.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Literal, NotRequired, TypedDict
 
@@ -33,6 +34,7 @@ __all__ = [
     "OnStale",
     "OnUnknown",
     "Polarity",
+    "Progress",
     "PublishSchemaCommand",
     "ReadBlockedCommand",
     "Reason",
@@ -47,6 +49,9 @@ __all__ = [
     "SignedCommand",
     "TickCommand",
 ]
+
+# A progress callback for long work: (done, total).
+Progress = Callable[[int, int], None]
 
 
 class Polarity(StrEnum):

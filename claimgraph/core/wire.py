@@ -31,7 +31,6 @@ from claimgraph.errors import DecodeError
 
 __all__ = [
     "MARKER",
-    "command_type_of",
     "decode_command",
     "decode_decision",
     "decode_run_event",
@@ -109,12 +108,6 @@ def encode_command(command: Command) -> bytes:
     if codec is None or kind in _NOT_COMMANDS:
         raise ValueError(f"unknown command type {kind!r}")
     return codec.encode(command)
-
-
-def command_type_of(data: bytes) -> str | None:
-    """The command type named by a record's fingerprint, or None if it is not one of ours."""
-    codec = _by_header().get(bytes(data[:_HEADER]))
-    return codec.name if codec else None
 
 
 def _malformed(codec: _Codec, exc: AvroDecodeError) -> DecodeError:

@@ -1,14 +1,14 @@
-"""Read replicas: a projection opened as a RocksDB *secondary* instance in another process.
+"""A projection opened as a RocksDB *secondary* instance in another process (for replicas).
 
 RocksDB allows one writer per database; any number of other processes can open it as a
 secondary and call ``try_catch_up_with_primary()`` to see what the writer (the embedded graph,
 or a Kafka projector) has written since. So reads scale across processes on one machine.
 
-A replica serves reads at any version like the primary: ``at=`` is honoured, a version it
-has not seen yet is waited for (catching up until it arrives or the timeout passes), and a
-version below the horizon raises VersionPruned. Versions at or below the head a replica has
-already seen never change, so reads at them need no catch-up; ``head()`` catches up at most
-every ``refresh`` seconds.
+A replica (:mod:`claimgraph.service.replica`) serves reads at any version like the primary:
+``at=`` is honoured, a version it has not seen yet is waited for (catching up until it
+arrives or the timeout passes), and a version below the horizon raises VersionPruned.
+Versions at or below the head a replica has already seen never change, so reads at them
+need no catch-up; ``head()`` catches up at most every ``refresh`` seconds.
 """
 
 from __future__ import annotations
@@ -21,17 +21,16 @@ from typing import Any
 
 from rocksdict import AccessType, Options, Rdict
 
-from claimgraph.errors import ConfigError, StorageError, VersionNotYetAvailable
+from claimgraph.errors import StorageError, VersionNotYetAvailable
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import catch_up, horizon_of
-from claimgraph.service.api import GraphReads
 
-__all__ = ["Replica", "open_replica"]
+__all__ = ["SecondaryProjection"]
 
 
-class Replica(GraphReads):
-    """Read-only access to a projection another process writes (embedded or Kafka)."""
+class SecondaryProjection:
+    """A projection another process writes (embedded or Kafka), opened read-only."""
 
     def __init__(self, projection: Path, name: str, *, refresh: float = 0.0) -> None:
         self.projection = projection
@@ -95,22 +94,8 @@ class Replica(GraphReads):
         self.db.close()
         shutil.rmtree(self._scratch, ignore_errors=True)
 
-    def __enter__(self) -> Replica:
+    def __enter__(self) -> SecondaryProjection:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def open_replica(path: str | Path, *, refresh: float = 0.0) -> Replica:
-    """A replica of the projection in data directory ``path`` (embedded, or a projector's)."""
-    import json
-
-    p = Path(path)
-    try:
-        name = str(json.loads((p / "graph.json").read_text("utf-8"))["graph"])
-    except (OSError, ValueError, KeyError):
-        raise ConfigError(f"{p} is not a claimgraph data or projector directory") from None
-    if not (p / "projection").is_dir():
-        raise ConfigError(f"{p} holds no projection yet")
-    return Replica(p / "projection", name, refresh=refresh)

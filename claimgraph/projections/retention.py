@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
+from claimgraph.core.model import Progress
 from claimgraph.errors import ConfigError, VersionPruned
 from claimgraph.projections.rows import HISTORY, INPUT, META, unpack_version
 
@@ -58,7 +59,6 @@ __all__ = [
     "Pin",
     "PinRegistry",
     "catch_up",
-    "check_at",
     "collect",
     "gc_graph",
     "gc_projection",
@@ -73,7 +73,6 @@ HORIZON_KEY = META + b"horizon"
 _U64 = struct.Struct(">Q")
 _MAX = (1 << 64) - 1
 _MVCC = frozenset(b"AEKCSYXB")  # entity ‖ 0x00 ‖ inverted version (X: erasure, B: calibration)
-Progress = Callable[[int, int], None]
 
 
 def horizon_of(db: Rdict) -> int:
@@ -98,16 +97,6 @@ def catch_up(db: Rdict) -> None:
     """``try_catch_up_with_primary`` on a secondary; the primary may have moved its horizon."""
     db.try_catch_up_with_primary()
     horizon_changed()
-
-
-def check_at(db: Rdict, at: int) -> None:
-    """Raise :class:`VersionPruned` if ``at`` is below the projection's horizon."""
-    if at >= 0:
-        v = db.get(HORIZON_KEY)
-        if v is not None:
-            h = int(_U64.unpack(v)[0])
-            if at < h:
-                raise VersionPruned(at, h)
 
 
 def parse_age(text: str) -> int:

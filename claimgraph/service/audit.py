@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 from rocksdict import Rdict
 
 from claimgraph.core.governor import decide
+from claimgraph.core.model import Progress
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision, encode_decision
 from claimgraph.errors import ConfigError, IntegrityError, VersionPruned
@@ -40,8 +40,6 @@ from claimgraph.service.graph import Graph
 from claimgraph.streams.embedded import GOVERNOR_POSITION, fold_decisions
 
 __all__ = ["AuditReport", "VerifyReport", "audit", "digest_at", "verify"]
-
-Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from claimgraph.core.model import Command, Decision
+from claimgraph.core.model import Command, Decision, Progress
 from claimgraph.core.wire import decode_decision, encode_command
 from claimgraph.errors import ConfigError, VersionNotYetAvailable
 from claimgraph.logs.embedded import EmbeddedLogStore
@@ -42,7 +42,6 @@ __all__ = ["DEFAULT_GRAPH", "Graph", "NodeLike", "Receipt", "open_graph"]
 
 DEFAULT_GRAPH = "default"
 LAYOUT = 1
-Progress = Callable[[int, int], None]
 
 
 def _read_config(path: Path) -> dict[str, Any]:

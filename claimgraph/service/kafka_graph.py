@@ -8,7 +8,6 @@ up with the primary (the projector process) before each read.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import time
@@ -241,12 +240,3 @@ class KafkaGraph(GraphWrites, GraphReads, RunsMixin):
             if len(out) >= limit:
                 break
         return out
-
-
-def describe(path: Path) -> dict[str, Any]:
-    """What a Kafka projector directory says about itself (graph, bootstrap, prefix)."""
-    try:
-        info: dict[str, Any] = json.loads((path / "graph.json").read_text())
-        return info
-    except (OSError, ValueError):
-        return {}

@@ -14,13 +14,12 @@ log's tail after it is folded.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
 from pathlib import Path
 
 from rocksdict import WriteBatch
 
 from claimgraph.core.governor import decide
-from claimgraph.core.model import Decision
+from claimgraph.core.model import Decision, Progress
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision, encode_decision
 from claimgraph.logs.embedded import EmbeddedLogStore
@@ -29,7 +28,6 @@ from claimgraph.projections.projector import ProjectionStore, Projector
 __all__ = ["GOVERNOR_POSITION", "EmbeddedRuntime", "fold_decisions"]
 
 GOVERNOR_POSITION = "governor"
-Progress = Callable[[int, int], None]
 
 
 def fold_decisions(

@@ -24,10 +24,8 @@ partition, so replay can rebuild exactly what the live governor knew.
 from __future__ import annotations
 
 import gc
-import json
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +41,7 @@ from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision, encode_decision
 from claimgraph.errors import ClaimgraphError, IntegrityError, StorageError
 from claimgraph.logs.kafka import KafkaConfig, consumer_lag, read_partition, topic_partitions
+from claimgraph.streams.jsonlog import log_event
 
 __all__ = ["GovernorFenced", "KafkaGovernor", "fold_partition", "verify_partition"]
 
@@ -53,12 +52,6 @@ class GovernorFenced(ClaimgraphError):
     """Another governor took over this partition (or the transaction is unrecoverable)."""
 
     exit_code = 9
-
-
-def _log(event: str, **fields: Any) -> None:
-    """One structured line on stderr (never tokens or keys)."""
-    line = {"ts": round(time.time(), 3), "event": event, **fields}
-    print(json.dumps(line, default=str), file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -220,7 +213,7 @@ class KafkaGovernor:
         committed = self._consumer.committed([tp], timeout=30)[0].offset
         start = committed if committed >= 0 else 0
         self._consumer.assign([TopicPartition(self.cfg.commands_topic, self.partition, start)])
-        _log(
+        log_event(
             "governor.started",
             partition=self.partition,
             owner=self.owner,
@@ -259,7 +252,7 @@ class KafkaGovernor:
             except GovernorFenced:
                 raise
             except (KafkaException, StorageError) as exc:  # broker away: back off, rebuild
-                _log("governor.retry", partition=self.partition, error=str(exc))
+                log_event("governor.retry", partition=self.partition, error=str(exc))
                 time.sleep(1.0)
                 self._restart_quietly()
                 continue
@@ -351,7 +344,7 @@ class KafkaGovernor:
             self.checkpoints, f"governor-p{self.partition}", self.states, offset, record
         )
         self._since_checkpoint = 0
-        _log("governor.checkpoint", partition=self.partition, offset=offset)
+        log_event("governor.checkpoint", partition=self.partition, offset=offset)
         return path
 
     def _produce(
@@ -387,7 +380,7 @@ class KafkaGovernor:
             return False
         if err.fatal():
             raise GovernorFenced(f"consumer failed: {err.str()}")
-        _log("governor.consumer_error", error=err.str())
+        log_event("governor.consumer_error", error=err.str())
         return False
 
     def _recover(self, exc: KafkaException) -> None:
@@ -401,7 +394,7 @@ class KafkaGovernor:
             in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
         )
         if fatal:
-            _log(
+            log_event(
                 "governor.fenced",
                 partition=self.partition,
                 owner=self.owner,
@@ -412,7 +405,7 @@ class KafkaGovernor:
                 f"failed fatally: {err.str() if err else exc}"
             )
         self.stats.aborts += 1
-        _log("governor.abort", partition=self.partition, error=str(exc))
+        log_event("governor.abort", partition=self.partition, error=str(exc))
         try:
             _bounded(lambda: producer.abort_transaction(30), 45)
         except _Stuck:
@@ -431,7 +424,7 @@ class KafkaGovernor:
         coordinator goes away): leave that producer behind; the new one's
         ``init_transactions`` fences it and aborts its open transaction."""
         self.stats.aborts += 1
-        _log("governor.abandon_producer", partition=self.partition, reason=why)
+        log_event("governor.abandon_producer", partition=self.partition, reason=why)
         self._producer = None
         self._restart_quietly()
 
@@ -445,7 +438,7 @@ class KafkaGovernor:
             except GovernorFenced:
                 raise
             except (KafkaException, StorageError, ClaimgraphError) as exc:
-                _log("governor.retry", partition=self.partition, error=str(exc))
+                log_event("governor.retry", partition=self.partition, error=str(exc))
                 time.sleep(1.0)
 
 

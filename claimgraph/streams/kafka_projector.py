@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gc
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,16 +32,9 @@ from claimgraph.logs.kafka import (
     topic_partitions,
 )
 from claimgraph.projections.projector import ProjectionStore, Projector
+from claimgraph.streams.jsonlog import log_event
 
 __all__ = ["KafkaProjector"]
-
-
-def _log(event: str, **fields: Any) -> None:
-    print(
-        json.dumps({"ts": round(time.time(), 3), "event": event, **fields}),
-        file=sys.stderr,
-        flush=True,
-    )
 
 
 class KafkaProjector:
@@ -115,7 +107,7 @@ class KafkaProjector:
         )
         start = 0 if self.resumed_from is None else self.resumed_from + 1
         self._consumer.assign([TopicPartition(self.cfg.decisions_topic, self.partition, start)])
-        _log(
+        log_event(
             "projector.started",
             graph=self.graph,
             partition=self.partition,
@@ -221,7 +213,7 @@ class KafkaProjector:
                 and self.state.head == self.applied
             ):
                 info = self.checkpoint()
-                _log("projector.checkpoint", graph=self.graph, version=info.version)
+                log_event("projector.checkpoint", graph=self.graph, version=info.version)
                 since_checkpoint = 0
             if on_batch is not None:
                 on_batch(self, n)

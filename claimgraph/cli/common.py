@@ -1,0 +1,207 @@
+"""What every CLI command group shares: the app, the global options, output and progress.
+
+Errors exit non-zero with one clear line (exit codes come from the error classes in
+:mod:`claimgraph.errors`); ``--json`` makes every read print JSON for scripts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from claimgraph.errors import ConfigError
+from claimgraph.service.graph import DEFAULT_GRAPH, Receipt, open_graph
+
+if TYPE_CHECKING:
+    from claimgraph.logs.kafka import KafkaConfig
+
+__all__ = [
+    "CTX",
+    "AgentOpt",
+    "AtOpt",
+    "JsonOpt",
+    "TaskOpt",
+    "WaitOpt",
+    "app",
+    "decision_line",
+    "emit",
+    "err",
+    "graph_session",
+    "out",
+    "print_receipt",
+    "progress",
+    "say",
+    "schema_app",
+    "when",
+]
+
+app = typer.Typer(
+    name="claimgraph",
+    help="A governed, event-sourced knowledge graph for multi-agent systems.\n\n"
+    "Every edge is a claim; every read is at a version. Start with: claimgraph demo",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+schema_app = typer.Typer(
+    help="Validate, publish and show the graph schema (policy).", no_args_is_help=True
+)
+app.add_typer(schema_app, name="schema")
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class _Ctx:
+    data: Path = Path("./claimgraph-data")
+    bootstrap: str | None = None
+    graph: str = DEFAULT_GRAPH
+    prefix: str = "claimgraph"
+
+    def kafka(self) -> KafkaConfig:
+        from claimgraph.logs.kafka import KafkaConfig
+
+        if not self.bootstrap:
+            raise ConfigError(
+                "this command needs a Kafka cluster: --bootstrap HOST:PORT "
+                "(or CLAIMGRAPH_BOOTSTRAP)"
+            )
+        return KafkaConfig(self.bootstrap, prefix=self.prefix)
+
+
+CTX = _Ctx()
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+AtOpt = Annotated[
+    int | None,
+    typer.Option("--at", help="Read at this version (default: head).", show_default=False),
+]
+WaitOpt = Annotated[float, typer.Option("--wait", help="Seconds to wait for --at to arrive.")]
+AgentOpt = Annotated[
+    str,
+    typer.Option(
+        "--agent",
+        "-a",
+        help="The principal issuing the command (trusted locally; HTTP authenticates it).",
+    ),
+]
+TaskOpt = Annotated[str, typer.Option("--task", "-t", help="The task the agent acts in.")]
+
+
+@app.callback()
+def _root(
+    data: Annotated[
+        Path,
+        typer.Option("--data", "-d", envvar="CLAIMGRAPH_DATA", help="Data directory of the graph."),
+    ] = Path("./claimgraph-data"),
+    bootstrap: Annotated[
+        str | None,
+        typer.Option(
+            "--bootstrap",
+            "-b",
+            envvar="CLAIMGRAPH_BOOTSTRAP",
+            help="Kafka bootstrap servers: use the Kafka runtime instead of the "
+            "embedded one (--data is then a projector's directory).",
+        ),
+    ] = None,
+    graph: Annotated[
+        str,
+        typer.Option(
+            "--graph", "-g", envvar="CLAIMGRAPH_GRAPH", help="Graph name (Kafka runtime)."
+        ),
+    ] = DEFAULT_GRAPH,
+    prefix: Annotated[
+        str, typer.Option("--prefix", envvar="CLAIMGRAPH_PREFIX", help="Kafka topic prefix.")
+    ] = "claimgraph",
+) -> None:
+    CTX.data = data
+    CTX.bootstrap = bootstrap
+    CTX.graph = graph
+    CTX.prefix = prefix
+
+
+@contextmanager
+def graph_session(progress_label: str | None = None) -> Iterator[Any]:
+    if CTX.bootstrap:
+        from claimgraph.service.kafka_graph import KafkaGraph
+
+        projection = CTX.data if (CTX.data / "projection").exists() else None
+        kg = KafkaGraph(CTX.kafka(), CTX.graph, projection)
+        try:
+            yield kg
+        finally:
+            kg.close()
+        return
+    if progress_label:
+        with progress(progress_label) as cb:
+            g = open_graph(CTX.data, progress=cb)
+    else:
+        g = open_graph(CTX.data)
+    try:
+        yield g
+    finally:
+        g.close()
+
+
+@contextmanager
+def progress(label: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr, shown only for long work."""
+    bar = Progress(
+        TextColumn(f"{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+    task = bar.add_task(label, total=None)
+
+    def cb(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    with bar:
+        yield cb
+
+
+def emit(obj: Any) -> None:
+    out.print(json.dumps(obj, ensure_ascii=False, default=str), markup=False)
+
+
+def decision_line(r: Receipt) -> str:
+    d = r.decision
+    parts = [f"v{r.version}", d["kind"].upper(), d["reason"]]
+    if d["conflict_id"]:
+        parts.append(f"conflict={d['conflict_id']}")
+    if d["stale"]:
+        parts.append("stale")
+    line = " ".join(parts)
+    if d["detail"]:
+        line += f" — {d['detail']}"
+    return f"{line}\n  command {d['command_id']} ({d['command_type']})"
+
+
+def print_receipt(r: Receipt, as_json: bool) -> None:
+    if as_json:
+        emit(r.as_dict())
+    else:
+        out.print(decision_line(r), markup=False)
+
+
+def when(value: str | None) -> int | str | None:
+    if value is None:
+        return None
+    return int(value) if value.isdigit() else value
+
+
+def say(text: str) -> None:
+    """One line of plain text on stdout (no markup)."""
+    out.print(text, markup=False)

@@ -1,0 +1,347 @@
+"""CLI commands that read: head, get, neighbors, history, quarantine, claim, log, verify, audit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from claimgraph.cli.common import (
+    CTX,
+    AtOpt,
+    JsonOpt,
+    WaitOpt,
+    app,
+    emit,
+    graph_session,
+    out,
+    progress,
+)
+from claimgraph.cli.kafka import audit_kafka, verify_kafka
+from claimgraph.errors import ClaimgraphError, ConfigError, InputError
+
+# -- reads ------------------------------------------------------------------------------------
+
+
+@app.command()
+def head(as_json: JsonOpt = False) -> None:
+    """The newest version (the offset of the last applied decision; -1 when empty)."""
+    with graph_session() as g:
+        h = g.head()
+        pending = g.pending() if hasattr(g, "pending") else 0
+        if as_json:
+            emit({"graph": g.name, "head": h, "pending": pending})
+        else:
+            out.print(
+                f"{g.name}: head v{h}" + (f" ({pending} pending)" if pending else ""), markup=False
+            )
+
+
+@app.command()
+def get(
+    edge_type: Annotated[str, typer.Argument(help="Edge type.")],
+    subject: Annotated[str, typer.Argument(help="Subject node as type:id.")],
+    obj: Annotated[
+        str | None,
+        typer.Argument(metavar="[OBJECT]", help="Object node; omit it to read the subject's slot."),
+    ] = None,
+    at: AtOpt = None,
+    wait: WaitOpt = 0.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Read an edge (present / absent / unknown) or, without OBJECT, a subject's slot."""
+    with graph_session() as g:
+        if obj is None:
+            s = g.slot(edge_type, subject, at=at, timeout=wait)
+            if as_json:
+                emit(s.as_dict())
+                return
+            held = ", ".join(f"{t}:{i}" for t, i in s.nodes) or "nothing"
+            line = f"v{s.version} {edge_type}({subject}) → {held} [{s.state}]"
+            if s.conflict_id:
+                line += f" conflict={s.conflict_id}"
+            if s.fallback is not None:
+                line += f" fallback={s.fallback}"
+            out.print(line, markup=False)
+            return
+        e = g.edge(edge_type, subject, obj, at=at, timeout=wait)
+        if as_json:
+            view = e.as_dict()
+            view["claim_details"] = [g.claim_info(c, at=e.version) for c in e.claims]
+            emit(view)
+            return
+        line = f"v{e.version} {edge_type}({subject} → {obj}): {e.state.upper()}"
+        if e.conflict_id:
+            line += f" (conflict {e.conflict_id})"
+        if e.fallback is not None:
+            line += f" fallback={e.fallback}"
+        out.print(line, markup=False)
+        for c in e.claims:
+            info = g.claim_info(c, at=e.version) or {}
+            out.print(
+                f"  {info.get('polarity', '?')} by {info.get('agent', '?')}/"
+                f"{info.get('task', '')} confidence {info.get('confidence', '?')} "
+                f"claim {c}",
+                markup=False,
+            )
+
+
+@app.command()
+def neighbors(
+    node: Annotated[str, typer.Argument(help="Node as type:id.")],
+    edge_type: Annotated[str | None, typer.Option("--type", help="Only this edge type.")] = (None),
+    incoming: Annotated[
+        bool, typer.Option("--in", help="Incoming edges instead of outgoing.")
+    ] = False,
+    at: AtOpt = None,
+    wait: WaitOpt = 0.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """A node's neighbours at a version (present and unknown edges)."""
+    direction = "in" if incoming else "out"
+    with graph_session() as g:
+        version = g.head() if at is None else at
+        ns = g.neighbors(node, edge_type=edge_type, direction=direction, at=at, timeout=wait)
+        if as_json:
+            emit(
+                {
+                    "node": node,
+                    "direction": direction,
+                    "version": version,
+                    "neighbors": [n.as_dict() for n in ns],
+                }
+            )
+            return
+        table = Table(title=f"{node} {direction} at v{version}", title_justify="left")
+        for col in ("edge type", "node", "state", "conflict", "claims"):
+            table.add_column(col)
+        for n in ns:
+            table.add_row(
+                n.edge_type,
+                f"{n.node[0]}:{n.node[1]}",
+                n.state,
+                n.conflict_id or "",
+                str(len(n.claims)),
+            )
+        out.print(table)
+        if not ns:
+            out.print("  (no neighbours)", markup=False)
+
+
+@app.command()
+def history(
+    edge_type: Annotated[str, typer.Argument(help="Edge type.")],
+    subject: Annotated[str, typer.Argument(help="Subject node as type:id.")],
+    obj: Annotated[str, typer.Argument(metavar="OBJECT", help="Object node as type:id.")],
+    at: AtOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Every decision that touched an edge, oldest first."""
+    with graph_session() as g:
+        hs = g.history(edge_type, subject, obj, at=at)
+        if as_json:
+            emit(hs)
+            return
+        if not hs:
+            out.print("no history: no claim was ever made about this edge", markup=False)
+        for h in hs:
+            out.print(
+                f"v{h['version']:<5} {h['kind']:<11} {h['reason']:<20} by "
+                f"{h['agent']:<18} → {h['state']}"
+                + (f" (conflict {h['conflict_id']})" if h["conflict_id"] else ""),
+                markup=False,
+            )
+
+
+@app.command()
+def quarantine(
+    at: AtOpt = None,
+    include_closed: Annotated[bool, typer.Option("--all", help="Include closed conflicts.")] = (
+        False
+    ),
+    as_json: JsonOpt = False,
+) -> None:
+    """Conflicts withheld from the readable graph, with their claims."""
+    with graph_session() as g:
+        version = g.head() if at is None else at
+        cs = g.quarantine(at=at, include_closed=include_closed)
+        if as_json:
+            for c in cs:
+                c["claim_details"] = [g.claim_info(x, at=version) for x in c["members"]]
+            emit({"version": version, "conflicts": cs})
+            return
+        if not cs:
+            out.print(f"v{version}: no open conflicts", markup=False)
+        for c in cs:
+            state = "open" if c["open"] else f"closed at v{c['closed_at']} ({c['outcome']})"
+            if c["open"] and c.get("escalated_at") is not None:
+                state = f"escalated at v{c['escalated_at']} ({c.get('escalation', '')})"
+            out.print(
+                f"{c['conflict_id']}  {c['edge_type']}  opened v{c['opened_at']}  {state}",
+                markup=False,
+            )
+            for cid in c["members"]:
+                info = g.claim_info(cid, at=version) or {}
+                out.print(
+                    f"    {info.get('polarity', '?')} {info.get('subject_id', '?')} → "
+                    f"{info.get('object_id', '?')} by {info.get('agent', '?')} "
+                    f"(confidence {info.get('confidence', '?')}, "
+                    f"{info.get('status', '?')}) claim {cid}",
+                    markup=False,
+                )
+
+
+@app.command("claim")
+def claim_show(
+    claim_id: Annotated[str, typer.Argument(help="Claim id (its command id).")],
+    at: AtOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A claim's full record and status at a version: who said what, on what evidence."""
+    with graph_session() as g:
+        info = g.claim_info(claim_id, at=at)
+        if info is None:
+            raise ClaimgraphError(f"no claim {claim_id!r} at that version")
+        if as_json:
+            emit(info)
+            return
+        for k in (
+            "claim_id",
+            "status",
+            "since",
+            "polarity",
+            "edge_type",
+            "subject_type",
+            "subject_id",
+            "object_type",
+            "object_id",
+            "agent",
+            "task",
+            "run_id",
+            "confidence",
+            "evidence",
+            "reasoning",
+            "asserted_at",
+            "based_on_version",
+            "properties",
+        ):
+            out.print(f"{k:>17}: {info.get(k)}", markup=False)
+
+
+@app.command("log")
+def log_cmd(
+    start: Annotated[int, typer.Option("--from", help="First version.")] = 0,
+    limit: Annotated[int, typer.Option(help="How many decisions.")] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """The decisions log: what the governor decided, version by version."""
+    with graph_session() as g:
+        for v, d in g.decisions(start, limit):
+            if as_json:
+                row = dict(d)
+                row["version"] = v
+                emit(row)
+                continue
+            what = ""
+            c = d["claim"]
+            if c is not None:
+                what = f"{c['polarity']} {c['edge_type']}({c['subject_id']} → {c['object_id']})"
+            elif d["target"]:
+                what = f"{d['command_type']} {d['target']}"
+            else:
+                what = d["command_type"]
+            out.print(
+                f"v{v:<6} {d['kind']:<11} {d['reason']:<20} {d['agent'] or '-':<18} {what}",
+                markup=False,
+            )
+
+
+# -- integrity --------------------------------------------------------------------------------
+
+
+FromOpt = Annotated[int | None, typer.Option("--from", help="First version of a range.")]
+ToOpt = Annotated[int | None, typer.Option("--to", help="Last version of a range.")]
+
+
+@app.command()
+def verify(as_json: JsonOpt = False, start: FromOpt = None, end: ToOpt = None) -> None:
+    """Re-run the governor over the commands log and compare decisions byte for byte
+    (every version, or a --from/--to range folded from the decisions before it)."""
+    if CTX.bootstrap:
+        if start is not None or end is not None:
+            raise ConfigError("verify --from/--to is for the embedded runtime")
+        verify_kafka(as_json)
+        return
+    from claimgraph.service.audit import verify as run_verify
+
+    with graph_session() as g, progress("verify") as cb:
+        rep = run_verify(g, cb, start=start, end=end)
+    if as_json:
+        emit(rep.as_dict())
+    else:
+        out.print(
+            f"verify ok: {rep.commands} commands → {rep.decisions} decisions, identical bytes",
+            markup=False,
+        )
+
+
+@app.command()
+def audit(
+    samples: Annotated[int, typer.Option(help="Versions to digest besides head.")] = 3,
+    at: Annotated[int | None, typer.Option("--at", help="Compare this one version.")] = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Re-project the decisions log into a fresh store and compare with the live graph
+    (every retained version, a --from/--to range, or one version --at)."""
+    if CTX.bootstrap:
+        if at is not None or start is not None or end is not None:
+            raise ConfigError("audit --at/--from/--to is for the embedded runtime")
+        audit_kafka(as_json)
+        return
+    from claimgraph.service.audit import audit as run_audit
+
+    if at is not None:
+        if start is not None or end is not None:
+            raise ConfigError("give --at or a --from/--to range, not both")
+        start = end = at
+    with graph_session() as g, progress("audit") as cb:
+        rep = run_audit(g, cb, samples=samples, start=start, end=end)
+    if as_json:
+        emit(rep.as_dict())
+    else:
+        out.print(f"audit ok: {rep.rows} rows identical in v{rep.start}..v{rep.head}", markup=False)
+        for v, dg in rep.digests.items():
+            out.print(f"  digest at v{v}: {dg}", markup=False)
+
+
+@app.command()
+def demo(
+    into: Annotated[
+        Path | None,
+        typer.Option(help="Directory for the demo graph (recreated; default ./claimgraph-demo)."),
+    ] = None,
+    scenario: Annotated[
+        str,
+        typer.Option(
+            help="inventory: the first article (ownership, deployments, quarantine); "
+            "refunds: the second (agents deciding refunds, resolvers, fail-closed money)."
+        ),
+    ] = "inventory",
+) -> None:
+    """Run a scenario on the embedded runtime and narrate it (default: inventory)."""
+    if scenario == "inventory":
+        from claimgraph.demo.inventory import run_demo
+
+        run_demo(into or Path("./claimgraph-demo"), say=lambda s: out.print(s, markup=False))
+    elif scenario == "refunds":
+        from claimgraph.demo.refunds import run_refunds_demo
+
+        run_refunds_demo(
+            into or Path("./claimgraph-demo-refunds"), say=lambda s: out.print(s, markup=False)
+        )
+    else:
+        raise InputError(f"unknown scenario {scenario!r}; expected inventory or refunds")

@@ -1,0 +1,321 @@
+"""CLI commands that write: init, schema, submit, assert/deny, retract, resolve, grant, revoke."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from claimgraph.cli.common import (
+    CTX,
+    AgentOpt,
+    AtOpt,
+    JsonOpt,
+    TaskOpt,
+    app,
+    emit,
+    err,
+    graph_session,
+    out,
+    print_receipt,
+    schema_app,
+    when,
+)
+from claimgraph.core.model import LIMITS
+from claimgraph.core.wire import encode_command
+from claimgraph.errors import ClaimgraphError, InputError
+from claimgraph.service.graph import Graph, open_graph
+from claimgraph.service.inputs import now_millis, parse_command
+from claimgraph.service.schemas import load_schema_file
+
+# -- set-up -----------------------------------------------------------------------------------
+
+
+@app.command()
+def init(
+    graph: Annotated[
+        str | None,
+        typer.Option(
+            "--graph", "-g", help="Name of the graph (default: the global --graph, else 'default')."
+        ),
+    ] = None,
+) -> None:
+    """Create an empty graph in the data directory (idempotent)."""
+    g = open_graph(CTX.data, create=True, graph=graph or CTX.graph)
+    try:
+        out.print(f"graph {g.name!r} in {g.path} at version {g.head()}", markup=False)
+    finally:
+        g.close()
+
+
+@schema_app.command("check")
+def schema_check(file: Annotated[Path, typer.Argument(help="A schema YAML file.")]) -> None:
+    """Validate a schema file locally, without publishing it."""
+    s = load_schema_file(str(file))
+    out.print(
+        f"{file}: valid — {len(s.node_types)} node types, {len(s.edge_types)} edge "
+        f"types, digest {s.digest}",
+        markup=False,
+    )
+
+
+@schema_app.command("apply")
+def schema_apply(
+    file: Annotated[Path, typer.Argument(help="A schema YAML file.")],
+    agent: AgentOpt = "admin",
+    as_json: JsonOpt = False,
+) -> None:
+    """Publish a schema through the log (as an admin principal)."""
+    load_schema_file(str(file))  # precise, local errors before anything is written
+    text = file.read_text(encoding="utf-8")
+    with graph_session() as g:
+        r = g.publish_schema(text, agent=agent, source=file.name)
+        print_receipt(r, as_json)
+        if r.kind == "rejected":
+            raise typer.Exit(1)
+
+
+@schema_app.command("show")
+def schema_show(at: AtOpt = None, as_json: JsonOpt = False) -> None:
+    """Show the schema in force at a version."""
+    with graph_session() as g:
+        row = g.schema_info(at=at)
+        if row is None:
+            raise ClaimgraphError("no schema has been published yet")
+        if as_json:
+            emit(row)
+        else:
+            out.print(
+                f"# revision {row['revision']} ({row['digest']}) from {row['source']}", markup=False
+            )
+            out.print(row["document"], markup=False)
+
+
+# -- writes -----------------------------------------------------------------------------------
+
+
+@app.command()
+def submit(
+    file: Annotated[str, typer.Argument(help="JSON Lines file of commands, or - for stdin.")],
+    agent: Annotated[
+        str | None, typer.Option("--agent", "-a", help="Default agent for lines that name none.")
+    ] = None,
+    batch: Annotated[int, typer.Option(help="Commands decided per batch.")] = 1000,
+    strict: Annotated[bool, typer.Option(help="Exit 1 if any command was rejected.")] = False,
+) -> None:
+    """Submit JSON Lines of commands; print one JSON decision per input line.
+
+    Lines that are not valid commands are recorded as rejected (reason ``malformed``), so
+    every line gets exactly one decision and nothing is silently dropped.
+    """
+    stream = sys.stdin.buffer if file == "-" else open(file, "rb")  # noqa: SIM115
+    rejected = 0
+    try:
+        with graph_session() as g:
+            chunk: list[bytes] = []
+            lineno = 0
+            for raw in stream:
+                lineno += 1
+                if not raw.strip():
+                    continue
+                chunk.append(_to_record(raw, lineno, g.name, agent))
+                if len(chunk) >= batch:
+                    rejected += _submit_chunk(g, chunk)
+                    chunk = []
+            if chunk:
+                rejected += _submit_chunk(g, chunk)
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    if rejected:
+        err.print(f"{rejected} command(s) rejected", markup=False)
+        if strict:
+            raise typer.Exit(1)
+
+
+def _to_record(raw: bytes, lineno: int, graph: str, agent: str | None) -> bytes:
+    try:
+        obj = json.loads(raw)
+        if isinstance(obj, dict) and agent and "agent" not in obj:
+            obj["agent"] = agent
+        return encode_command(parse_command(obj, graph))
+    except (InputError, ValueError, TypeError) as exc:
+        msg = str(exc) if isinstance(exc, InputError) else f"not JSON: {exc}"
+        command_id = ""
+        if isinstance(obj := _loose(raw), dict) and isinstance(obj.get("command_id"), str):
+            command_id = obj["command_id"][: LIMITS["id"]]
+        return encode_command(
+            {
+                "type": "invalid_input",
+                "command_id": command_id,
+                "graph": graph,
+                "agent": agent or "",
+                "task": "",
+                "raw": raw[: LIMITS["raw"]],
+                "error": f"line {lineno}: {msg}"[: LIMITS["detail"]],
+            }
+        )
+
+
+def _loose(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def _submit_chunk(g: Graph, chunk: list[bytes]) -> int:
+    rejected = 0
+    for r in g.submit(chunk):
+        emit(r.as_dict())
+        rejected += r.kind == "rejected"
+    return rejected
+
+
+def _claim_cmd(polarity: str) -> Callable[..., None]:
+    def command(
+        edge_type: Annotated[str, typer.Argument(help="Edge type, e.g. deployment_target.")],
+        subject: Annotated[str, typer.Argument(help="Subject node as type:id.")],
+        obj: Annotated[str, typer.Argument(metavar="OBJECT", help="Object node as type:id.")],
+        agent: AgentOpt = ...,  # type: ignore[assignment]
+        task: TaskOpt = "",
+        confidence: Annotated[float, typer.Option(help="Confidence in [0, 1].")] = 1.0,
+        evidence: Annotated[
+            list[str] | None, typer.Option("--evidence", "-e", help="A data source (repeatable).")
+        ] = None,
+        reasoning: Annotated[str, typer.Option(help="Why the agent believes it.")] = "",
+        asserted_at: Annotated[
+            str | None, typer.Option(help="Event time (ISO 8601 or ms); default now.")
+        ] = None,
+        based_on: Annotated[
+            int | None,
+            typer.Option("--based-on", help="The version the agent read before claiming."),
+        ] = None,
+        prop: Annotated[
+            list[str] | None, typer.Option("--prop", help="A property as key=value (repeatable).")
+        ] = None,
+        run_id: Annotated[str | None, typer.Option("--run", help="Run id.")] = None,
+        command_id: Annotated[str | None, typer.Option("--id", help="Command id.")] = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        props = {}
+        for p in prop or []:
+            k, sep, v = p.partition("=")
+            if not sep:
+                raise InputError(f"--prop {p!r}: expected key=value")
+            props[k] = v
+        obj_json = {
+            "type": polarity,
+            "edge_type": edge_type,
+            "subject": subject,
+            "object": obj,
+            "agent": agent,
+            "task": task,
+            "confidence": confidence,
+            "evidence": evidence or [],
+            "reasoning": reasoning,
+            "asserted_at": when(asserted_at) or now_millis(),
+            "based_on_version": based_on,
+            "properties": props,
+            "run_id": run_id,
+            "command_id": command_id,
+        }
+        with graph_session() as g:
+            r = g.submit([parse_command(obj_json, g.name)])[0]
+            print_receipt(r, as_json)
+            if r.kind == "rejected":
+                raise typer.Exit(1)
+
+    command.__doc__ = (
+        "Assert that an edge holds."
+        if polarity == "assert"
+        else "Deny that an edge holds (a claim of absence)."
+    )
+    return command
+
+
+app.command("assert")(_claim_cmd("assert"))
+app.command("deny")(_claim_cmd("deny"))
+
+
+@app.command()
+def retract(
+    claim_id: Annotated[str, typer.Argument(help="The claim (its command id).")],
+    agent: AgentOpt = ...,  # type: ignore[assignment]
+    task: TaskOpt = "",
+    reason: Annotated[str, typer.Option(help="Why it is withdrawn.")] = "",
+    as_json: JsonOpt = False,
+) -> None:
+    """Withdraw one's own claim: it leaves head and stays readable at older versions."""
+    with graph_session() as g:
+        r = g.retract(claim_id, agent=agent, task=task, reason=reason)
+        print_receipt(r, as_json)
+        if r.kind == "rejected":
+            raise typer.Exit(1)
+
+
+@app.command()
+def resolve(
+    conflict_id: Annotated[str, typer.Argument(help="The conflict, e.g. cf:...")],
+    agent: AgentOpt = ...,  # type: ignore[assignment]
+    winner: Annotated[str | None, typer.Option(help="The winning claim id.")] = None,
+    reject_all: Annotated[bool, typer.Option("--reject-all", help="Reject every claim.")] = (False),
+    rationale: Annotated[str, typer.Option(help="Why.")] = "",
+    resolver: Annotated[
+        str, typer.Option(help="Which resolver this verdict is (recorded in the log).")
+    ] = "human",
+    as_json: JsonOpt = False,
+) -> None:
+    """A resolver's verdict on a quarantined or escalated conflict: a winner or reject all.
+
+    In fail-closed domains (payment, refund, permission) only principals.humans may pick
+    an outcome other than the conservative ones.
+    """
+    if (winner is None) == (not reject_all):
+        raise InputError("give exactly one of --winner CLAIM_ID or --reject-all")
+    with graph_session() as g:
+        r = g.resolve(
+            conflict_id, agent=agent, winner=winner, resolver=resolver, rationale=rationale
+        )
+        print_receipt(r, as_json)
+        if r.kind == "rejected":
+            raise typer.Exit(1)
+
+
+@app.command()
+def grant(
+    grantee: Annotated[str, typer.Argument(help="Agent (pattern) receiving the grant.")],
+    edge_type: Annotated[str, typer.Argument(help="Edge type, or * for all.")],
+    agent: AgentOpt = "admin",
+    grantee_task: Annotated[str, typer.Option("--grantee-task", help="Task pattern.")] = "*",
+    expires_at: Annotated[str | None, typer.Option(help="Log time it lapses (ISO or ms).")] = (
+        None
+    ),
+    as_json: JsonOpt = False,
+) -> None:
+    """Grant extra write scope for an edge type (admin only)."""
+    with graph_session() as g:
+        r = g.grant(
+            grantee, edge_type, agent=agent, grantee_task=grantee_task, expires_at=when(expires_at)
+        )
+        print_receipt(r, as_json)
+        if r.kind == "rejected":
+            raise typer.Exit(1)
+
+
+@app.command()
+def revoke(
+    grant_id: Annotated[str, typer.Argument(help="The grant's command id.")],
+    agent: AgentOpt = "admin",
+    as_json: JsonOpt = False,
+) -> None:
+    """Revoke a grant (admin only)."""
+    with graph_session() as g:
+        r = g.revoke(grant_id, agent=agent)
+        print_receipt(r, as_json)
+        if r.kind == "rejected":
+            raise typer.Exit(1)
