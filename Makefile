@@ -13,7 +13,7 @@ help:
 	@echo "make demo       the main job: the first article's world on the embedded runtime"
 	@echo "make test       every test (lint and types included)"
 	@echo "make bench      benchmarks, written to BENCHMARKS.md (embedded, Kafka, HTTP)"
-	@echo "make lint       ruff check + ruff format --check"
+	@echo "make lint       ruff check + ruff format --check + the import layers (lint-imports)"
 	@echo "make typecheck  mypy --strict on the package"
 	@echo "make kafka      a development Kafka broker (KRaft, 127.0.0.1) in ./kafka-data; Ctrl-C stops it"
 	@echo "make kafka-fetch  download the Kafka broker jars from Maven Central (once; needs Java 17, Maven)"
@@ -32,6 +32,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check claimgraph tests $(wildcard tools)
 	$(BIN)/ruff format --check claimgraph tests $(wildcard tools)
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -540,7 +540,13 @@ def test_halt_raises_and_counts_as_blocked(tmp_path: Path) -> None:
     b = g.assert_("routed_to", "ticket:t1", "team:b", agent="triage-2")
     with pytest.raises(UnknownSlotError):
         g.slot("routed_to", "ticket:t1")
-    assert g.blocked_reads() == {(None, b.decision["conflict_id"]): 1}
+    assert g.blocked_reads() == {}  # outside a run: nothing to attribute, nothing counted
+    with g.run(agent="triage-1") as run, pytest.raises(UnknownSlotError):
+        run.slot("routed_to", "ticket:t1")
+    assert (
+        g.blocked_reads() == {}
+        and g.conflict(b.decision["conflict_id"] or "")["blocked_reads"] == 1
+    )
     g.close()
 
 

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Literal, NotRequired, TypedDict
 
+from claimgraph.core.commands import COMMAND_TYPES
+
 __all__ = [
     "COMMAND_TYPES",
     "LIMITS",
@@ -166,6 +168,7 @@ class Reason(StrEnum):
     UNAUTHENTICATED = "unauthenticated"
     AGENT_MISMATCH = "agent_mismatch"
     TASK_NOT_ALLOWED = "task_not_allowed"
+    SYSTEM_ONLY = "system_only"  # a record only the system writes, sent by a client
     UNSIGNED = "unsigned"
     BAD_SIGNATURE = "bad_signature"
     UNKNOWN_KEY = "unknown_key"
@@ -175,24 +178,6 @@ class Reason(StrEnum):
     # privacy
     ERASED = "erased"
 
-
-COMMAND_TYPES = (
-    "claim",
-    "retract",
-    "resolve",
-    "publish_schema",
-    "grant",
-    "revoke",
-    "tick",
-    "read_blocked",
-    "escalate",
-    "invalid_input",
-    "refused",
-    "register_key",
-    "revoke_key",
-    "signed",
-    "erase",
-)
 
 # Bounds on what one command may carry; the edge (pydantic) and the governor both enforce them.
 LIMITS = {

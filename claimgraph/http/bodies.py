@@ -9,13 +9,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from claimgraph.core.model import LIMITS
 from claimgraph.http.problems import PROBLEM
+from claimgraph.service.api import node
+from claimgraph.service.inputs import now_millis
 
 __all__ = [
-    "ADMIN_TYPES",
+    "BODIES",
     "I64",
     "PROBLEM_RESPONSES",
     "AtQuery",
     "ClaimIn",
+    "EraseIn",
     "EscalateIn",
     "GrantIn",
     "Id",
@@ -29,7 +32,6 @@ __all__ = [
     "RunEventIn",
     "RunEventsIn",
     "SchemaIn",
-    "TickIn",
     "TimeoutQuery",
     "Version",
 ]
@@ -44,7 +46,6 @@ TimeoutQuery = Annotated[
 ]
 Id = Annotated[str, Field(min_length=1, max_length=LIMITS["id"])]
 Text = Annotated[str, Field(max_length=LIMITS["reasoning"])]
-ADMIN_TYPES = ("publish_schema", "grant", "revoke", "register_key", "revoke_key")
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"description": desc, "content": {PROBLEM: {}}}
     for code, desc in (
@@ -70,6 +71,10 @@ class In(BaseModel):
     task: str = Field("", max_length=LIMITS["id"])
     command_id: Id | None = None
 
+    def fields(self) -> dict[str, Any]:
+        """The command's fields after the envelope, as the wire record has them."""
+        return self.model_dump(exclude={"agent", "task", "command_id"})
+
 
 class ClaimIn(In):
     edge_type: Id
@@ -88,10 +93,31 @@ class ClaimIn(In):
     )
     run_id: Id | None = None
 
+    def fields(self) -> dict[str, Any]:
+        (st, si), (ot, oi) = node(self.subject), node(self.object)
+        return {
+            "run_id": self.run_id,
+            "edge_type": self.edge_type,
+            "subject_type": st,
+            "subject_id": si,
+            "object_type": ot,
+            "object_id": oi,
+            "polarity": self.polarity,
+            "confidence": self.confidence,
+            "evidence": self.evidence,
+            "reasoning": self.reasoning,
+            "asserted_at": now_millis() if self.asserted_at is None else self.asserted_at,
+            "based_on_version": self.based_on_version,
+            "properties": self.properties,
+        }
+
 
 class RetractIn(In):
     claim_id: Id
     reason: Text = ""
+
+    def fields(self) -> dict[str, Any]:
+        return {"run_id": None, "claim_id": self.claim_id, "reason": self.reason}
 
 
 class ResolveIn(In):
@@ -135,13 +161,38 @@ class RegisterKeyIn(In):
     key_agent: Id
     public_key: str = Field(pattern="^[0-9a-fA-F]{64}$", description="Raw Ed25519 key, hex.")
 
+    def fields(self) -> dict[str, Any]:
+        return {
+            "key_id": self.key_id,
+            "key_agent": self.key_agent,
+            "public_key": bytes.fromhex(self.public_key),
+        }
+
 
 class RevokeKeyIn(In):
     key_id: Id
 
 
-class TickIn(In):
-    pass
+class EraseIn(In):
+    claim_id: Id
+    reason: str = Field(max_length=LIMITS["detail"])
+
+
+# The body of each client command's route, keyed by command type (tested complete against
+# the catalogue, claimgraph.core.commands).
+BODIES: dict[str, type[In]] = {
+    "claim": ClaimIn,
+    "retract": RetractIn,
+    "resolve": ResolveIn,
+    "escalate": EscalateIn,
+    "read_blocked": ReadBlockedIn,
+    "publish_schema": SchemaIn,
+    "grant": GrantIn,
+    "revoke": RevokeIn,
+    "register_key": RegisterKeyIn,
+    "revoke_key": RevokeKeyIn,
+    "erase": EraseIn,
+}
 
 
 class RunEventIn(BaseModel):

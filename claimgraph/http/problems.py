@@ -52,6 +52,7 @@ _STATUS: dict[str, int] = {
             Reason.UNAUTHORIZED,
             Reason.NOT_ADMIN,
             Reason.NOT_RESOLVER,
+            Reason.SYSTEM_ONLY,
             Reason.NOT_OWNER,
             Reason.UNSIGNED,
             Reason.BAD_SIGNATURE,

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
@@ -36,6 +36,9 @@ from claimgraph.errors import (
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.service.api import GraphReads, GraphWrites, NodeLike, Receipt, node
 from claimgraph.service.runs import RunsMixin, RunSummary
+
+if TYPE_CHECKING:
+    from claimgraph.service.port import GraphPort
 
 __all__ = ["HttpGraph", "connect"]
 
@@ -55,6 +58,19 @@ def _decision(raw: dict[str, Any]) -> Decision:
     if d.get("key") is not None:
         d["key"] = {**d["key"], "public_key": bytes.fromhex(d["key"]["public_key"])}
     return cast(Decision, d)
+
+
+def _edge_view(r: dict[str, Any]) -> EdgeView:
+    return EdgeView(
+        r["edge_type"],
+        _tuple(r["subject"]),
+        _tuple(r["object"]),
+        r["state"],
+        r["version"],
+        r["conflict_id"],
+        tuple(r["claims"]),
+        r.get("fallback"),
+    )
 
 
 class _SyncASGI(httpx.BaseTransport):
@@ -163,6 +179,18 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
 
     # -- writes -----------------------------------------------------------------------------------
 
+    def submit(self, commands: Sequence[Command | bytes]) -> list[Receipt]:
+        """Send commands one by one (``POST /v1/commands/<type>``); one receipt each."""
+        out = []
+        for c in commands:
+            if isinstance(c, bytes | bytearray):
+                raise InputError(
+                    "signed records go to the commands log directly; over HTTP the server "
+                    "authenticates the token and signs (serve --signing-key)"
+                )
+            out.append(self._one(c))
+        return out
+
     def _one(self, command: Command) -> Receipt:
         c = dict(cast(dict[str, Any], command))
         ctype = c.pop("type", "claim")
@@ -218,16 +246,7 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
             at=at,
             timeout=timeout or None,
         )
-        e = EdgeView(
-            r["edge_type"],
-            _tuple(r["subject"]),
-            _tuple(r["object"]),
-            r["state"],
-            r["version"],
-            r["conflict_id"],
-            tuple(r["claims"]),
-            r.get("fallback"),
-        )
+        e = _edge_view(r)
         if e.state == "unknown":
             self._note_blocked(e.conflict_id, f"edge {edge_type} {e.subject} {e.object}")
         return e
@@ -357,6 +376,18 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
         except NotFoundError:
             return None
 
+    def edges(self, *, at: int | None = None, limit: int = 500) -> list[EdgeView]:
+        """The graph's edges as of ``at`` (present and unknown), at most ``limit``."""
+        r = self._get("/v1/graph", at=at, limit=limit)
+        return [_edge_view(e) for e in r["edges"]]
+
+    def escalation(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None:
+        """A conflict's self-contained escalation payload (claims, evidence, votes, ...)."""
+        try:
+            return cast(dict[str, Any], self._get(f"/v1/escalations/{conflict_id}", at=at))
+        except NotFoundError:
+            return None
+
     def escalations(
         self, *, at: int | None = None, include_open: bool = False
     ) -> list[dict[str, Any]]:
@@ -401,3 +432,9 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
             RunSummary(**{k: v for k, v in r.items() if k in fields})
             for r in self._get("/v1/runs")["runs"]
         ]
+
+
+if TYPE_CHECKING:  # mypy checks that the HTTP client implements the graph port
+
+    def _conforms(g: HttpGraph) -> GraphPort:
+        return g

@@ -23,7 +23,7 @@ from claimgraph.service.inputs import now_millis, to_millis
 if TYPE_CHECKING:
     from claimgraph.service.signers import Signer
 
-__all__ = ["GraphReads", "GraphWrites", "NodeLike", "Receipt", "node"]
+__all__ = ["GraphReads", "GraphWrites", "NodeLike", "Receipt", "TickerWrites", "node"]
 
 NodeLike = tuple[str, str] | str
 
@@ -317,6 +317,10 @@ class GraphWrites:
         privacy (admin only). Not for correcting wrong data: retract or resolve for that."""
         return self._send("erase", agent, "", command_id, {"claim_id": claim_id, "reason": reason})
 
+
+class TickerWrites(GraphWrites):
+    """The writes of a graph's own runtime: a ticker writes ticks through it, never a client."""
+
     def tick(self, *, agent: str = "ticker") -> Receipt:
         """Write a tick: time advances for the governor only through the log."""
         return self._send("tick", agent, "", None, {})
@@ -336,9 +340,10 @@ def _attribution(obj: Any) -> threading.local:
 class GraphReads:
     """Reads at a version; subclasses provide ``reader``, ``head()`` and ``wait_for()``.
 
-    Reads that come back ``unknown`` (or halt) are remembered per (run, conflict) with the
-    distinct queries that hit it; :meth:`flush_blocked` reports them as ``read_blocked``
-    commands — batched and de-duplicated per run — so blocked-read thresholds count in the log.
+    Reads of a run that come back ``unknown`` (or halt) are remembered per (run, conflict)
+    with the distinct queries that hit it (reads outside a run are not); :meth:`flush_blocked`
+    reports them as ``read_blocked`` commands — batched and de-duplicated per run — so
+    blocked-read thresholds count in the log.
     """
 
     reader: ProjectionReader
@@ -355,9 +360,9 @@ class GraphReads:
         _attribution(self).run = run
 
     def _note_blocked(self, conflict_id: str | None, query: str) -> None:
-        if not conflict_id:
-            return
         run = self.blocked_run
+        if not conflict_id or run is None:
+            return  # only a run's reads count: outside one there is nothing to attribute
         with _BLOCKED_LOCK:
             if not hasattr(self, "_blocked"):
                 self._blocked = {}
@@ -469,6 +474,10 @@ class GraphReads:
             if v.state == "unknown":
                 self._note_blocked(v.conflict_id, f"neighbors {n} {edge_type} {direction}")
         return ns
+
+    def edges(self, *, at: int | None = None, limit: int = 500) -> list[EdgeView]:
+        """The graph's edges as of ``at`` (present and unknown), at most ``limit``."""
+        return self.reader.edges(self._at(at, 0.0), limit=limit)
 
     def history(
         self,

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from claimgraph.core.model import Command, Decision, Progress
 from claimgraph.core.wire import decode_decision, encode_command
@@ -33,10 +33,13 @@ from claimgraph.logs.embedded import EmbeddedLogStore
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import PinRegistry, horizon_of
-from claimgraph.service.api import GraphReads, GraphWrites, NodeLike, Receipt
+from claimgraph.service.api import GraphReads, NodeLike, Receipt, TickerWrites
 from claimgraph.service.inputs import now_millis
 from claimgraph.service.runs import RunsMixin, decode_events, encode_events
 from claimgraph.streams.embedded import GOVERNOR_POSITION, EmbeddedRuntime
+
+if TYPE_CHECKING:
+    from claimgraph.service.port import GraphPort
 
 __all__ = ["DEFAULT_GRAPH", "Graph", "NodeLike", "Receipt", "open_graph"]
 
@@ -90,7 +93,7 @@ def open_graph(
     return Graph(p, cfg["graph"], progress=progress, clock=clock)
 
 
-class Graph(GraphWrites, GraphReads, RunsMixin):
+class Graph(TickerWrites, GraphReads, RunsMixin):
     """One embedded graph: write commands, read at any version, verify and audit."""
 
     def __init__(
@@ -214,6 +217,9 @@ class Graph(GraphWrites, GraphReads, RunsMixin):
 
     def wait_for(self, version: int, timeout: float = 0.0) -> int:
         """Block until ``version`` is applied (or raise VersionNotYetAvailable); return head."""
+        head = self.head()
+        if version <= head:
+            return head  # applied versions never change: no lock needed
         deadline = time.monotonic() + timeout
         with self._advanced:
             while True:
@@ -256,3 +262,9 @@ class Graph(GraphWrites, GraphReads, RunsMixin):
             (r.offset, scrub_decision(decode_decision(r.value), erased))
             for r in self.logs.decisions.read(start, limit)
         ]
+
+
+if TYPE_CHECKING:  # mypy checks that this graph implements the graph port
+
+    def _conforms(g: Graph) -> GraphPort:
+        return g

@@ -27,12 +27,18 @@ from pydantic import (
     field_validator,
 )
 
+from claimgraph.core.commands import CLIENT_COMMANDS, COMMANDS, Sender
 from claimgraph.core.model import LIMITS, Command
 from claimgraph.errors import InputError
 
 __all__ = ["CommandIn", "NodeRef", "parse_command", "parse_node", "to_millis"]
 
 Id = Annotated[str, Field(min_length=1, max_length=LIMITS["id"])]
+CLIENT_NAMES = tuple(n for spec in CLIENT_COMMANDS for n in spec.client_names)
+_BY = {  # who writes the records no client may send
+    Sender.INGRESS: "the system (an ingress, or a signing producer)",
+    Sender.TICKER: "the ticker (claimgraph ticker, or serve --tick)",
+}
 
 
 def to_millis(value: int | float | str | datetime) -> int:
@@ -277,11 +283,31 @@ class EraseIn(_Base):
         )
 
 
-class TickIn(_Base):
-    type: Literal["tick"]
+class RegisterKeyIn(_Base):
+    type: Literal["register_key"]
+    key_id: Id
+    key_agent: Id
+    public_key: Annotated[str, Field(pattern="^[0-9a-fA-F]{64}$")]
 
     def to_command(self, graph: str) -> Command:
-        return cast(Command, {**self.envelope(graph), "type": "tick"})
+        return cast(
+            Command,
+            {
+                **self.envelope(graph),
+                "type": "register_key",
+                "key_id": self.key_id,
+                "key_agent": self.key_agent,
+                "public_key": bytes.fromhex(self.public_key),
+            },
+        )
+
+
+class RevokeKeyIn(_Base):
+    type: Literal["revoke_key"]
+    key_id: Id
+
+    def to_command(self, graph: str) -> Command:
+        return cast(Command, {**self.envelope(graph), "type": "revoke_key", "key_id": self.key_id})
 
 
 class EscalateIn(_Base):
@@ -329,10 +355,11 @@ CommandIn = Annotated[
     | PublishSchemaIn
     | GrantIn
     | RevokeIn
-    | TickIn
     | EscalateIn
     | ReadBlockedIn
-    | EraseIn,
+    | EraseIn
+    | RegisterKeyIn
+    | RevokeKeyIn,
     Field(discriminator="type"),
 ]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(CommandIn)
@@ -344,12 +371,9 @@ def _explain(exc: ValidationError) -> str:
         loc = ".".join(str(x) for x in e["loc"] if not str(x).endswith("In"))
         msg = e["msg"]
         if e["type"] == "union_tag_invalid":
-            msg = (
-                "unknown type; expected one of assert, deny, retract, resolve, "
-                "publish_schema, grant, revoke, tick, escalate, read_blocked, erase"
-            )
+            msg = f"unknown type; expected one of {', '.join(CLIENT_NAMES)}"
         if e["type"] == "union_tag_not_found":
-            msg = "missing 'type' (assert, deny, retract, resolve, publish_schema, ...)"
+            msg = f"missing 'type' (one of {', '.join(CLIENT_NAMES)})"
         parts.append(f"{loc}: {msg}" if loc else msg)
     more = len(exc.errors()) - 3
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
@@ -364,6 +388,10 @@ def parse_command(value: str | bytes | dict[str, Any], graph: str) -> Command:
             raise InputError(f"not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise InputError(f"expected a JSON object, got {type(value).__name__}")
+    ctype = value.get("type")
+    system = COMMANDS.get(ctype) if isinstance(ctype, str) else None
+    if system is not None and not system.client:
+        raise InputError(f"{system.type} is written by {_BY[system.sender]}, never by a client")
     try:
         model = _ADAPTER.validate_python(value)
         cmd: Command = model.to_command(graph)

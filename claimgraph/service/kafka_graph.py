@@ -13,7 +13,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from rocksdict import AccessType, Options, Rdict
@@ -25,13 +25,16 @@ from claimgraph.logs.kafka import KafkaConfig, KafkaLog, partition_for, topic_pa
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import PinRegistry, catch_up
-from claimgraph.service.api import GraphReads, GraphWrites, Receipt
+from claimgraph.service.api import GraphReads, Receipt, TickerWrites
 from claimgraph.service.runs import RunsMixin, decode_events, encode_events
+
+if TYPE_CHECKING:
+    from claimgraph.service.port import GraphPort
 
 __all__ = ["KafkaGraph"]
 
 
-class KafkaGraph(GraphWrites, GraphReads, RunsMixin):
+class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
     """One graph on a Kafka cluster, read through a local projection."""
 
     def __init__(
@@ -98,7 +101,7 @@ class KafkaGraph(GraphWrites, GraphReads, RunsMixin):
     def _decisions_end(self) -> int:
         return watermark(self.cfg, self.cfg.decisions_topic, self.partition)
 
-    def submit(self, commands: list[Command | bytes]) -> list[Receipt]:
+    def submit(self, commands: Sequence[Command | bytes]) -> list[Receipt]:
         """Produce commands and wait for their decisions (read-your-writes)."""
         start = self._decisions_end()
         values = [c if isinstance(c, bytes) else encode_command(c) for c in commands]
@@ -240,3 +243,9 @@ class KafkaGraph(GraphWrites, GraphReads, RunsMixin):
             if len(out) >= limit:
                 break
         return out
+
+
+if TYPE_CHECKING:  # mypy checks that this graph implements the graph port
+
+    def _conforms(g: KafkaGraph) -> GraphPort:
+        return g

@@ -39,7 +39,10 @@ __all__ = [
     "Snapshot",
     "check_event",
     "digest",
+    "encode_events",
+    "hold_remote_pins",
     "live_pins",
+    "pins_of",
     "replay",
     "summarize",
 ]
@@ -199,7 +202,27 @@ class RunNotFound(NotFoundError):
         super().__init__(f"no run {run_id!r} in the runs log (claimgraph runs list)")
 
 
-def _pins_of(graph: Any) -> Any:
+def hold_remote_pins(graph: Any, events: Sequence[dict[str, Any]], agent: str) -> None:
+    """Pins the server holds for runs of remote clients (which keep no registry of their own).
+
+    A ``start`` event pins its version (1 h lease; a start at a pruned version raises
+    :class:`~claimgraph.errors.VersionPruned` before anything is appended); an ``end``
+    releases the run's pin.
+    """
+    registry = pins_of(graph)
+    if registry is None:
+        return
+    for ev in events:
+        owner = f"{agent}:{ev['run_id']}"
+        if ev["kind"] == "start" and ev["pinned_version"] >= 0:
+            registry.pin(ev["pinned_version"], owner=owner, lease=3600.0)
+        elif ev["kind"] == "end":
+            for pin in registry.live():
+                if pin.owner == owner:
+                    registry.unpin(pin.pin_id)
+
+
+def pins_of(graph: Any) -> Any:
     """The graph's retention pin registry, if it keeps one (HTTP clients do not)."""
     try:
         return getattr(graph, "pins", None)
@@ -227,7 +250,7 @@ class Run:
         self.snapshot_id = snapshot.snapshot_id if snapshot else None
         self.version = snapshot.version if snapshot is not None else graph.head()
         self.pin: Any = None  # a retention pin: GC keeps the version readable while it lives
-        registry = _pins_of(graph)
+        registry = pins_of(graph)
         if registry is not None and self.version >= 0:
             self.pin = registry.pin(self.version, owner=self.run_id, lease=lease)
         self.events: list[dict[str, Any]] = []
@@ -294,13 +317,13 @@ class Run:
         )
         self._closed = True
         self.flush()
-        registry = _pins_of(self.graph)
+        registry = pins_of(self.graph)
         if self.pin is not None and registry is not None:
             registry.unpin(self.pin.pin_id)
 
     def renew(self, lease: float) -> None:
         """Extend the run's retention pin to ``lease`` seconds from now (long runs)."""
-        registry = _pins_of(self.graph)
+        registry = pins_of(self.graph)
         if self.pin is not None and registry is not None:
             self.pin = registry.renew(self.pin.pin_id, lease)
 

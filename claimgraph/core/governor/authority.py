@@ -167,6 +167,7 @@ _INGRESS_REASONS = {
     Reason.TASK_NOT_ALLOWED,
     Reason.NOT_ADMIN,
     Reason.NOT_RESOLVER,
+    Reason.SYSTEM_ONLY,
 }
 
 

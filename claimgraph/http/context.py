@@ -1,0 +1,63 @@
+"""What every router of the HTTP API shares: the graph, the tokens, identity and JSON views."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+
+from claimgraph.core.model import LIMITS, Decision, Reason
+from claimgraph.errors import AuthError
+from claimgraph.http.auth import Principal, TokenFile
+from claimgraph.service.api import Receipt
+from claimgraph.service.port import GraphPort
+from claimgraph.service.signers import Signer
+
+__all__ = ["Context", "clean", "decision_json", "receipt_json"]
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """The app's one graph (embedded or Kafka, through the graph port) and its identities."""
+
+    graph: GraphPort
+    tokens: TokenFile
+    signer: Signer | None = None
+
+    @staticmethod
+    def bearer(request: Request) -> str | None:
+        """The request's bearer token, if it carries one."""
+        h = request.headers.get("authorization", "")
+        scheme, _, token = h.partition(" ")
+        return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+    def principal(self, request: Request) -> Principal:
+        """The caller's principal; 401 without a valid token (reads are not recorded)."""
+        p = self.tokens.principal(self.bearer(request))
+        if p is None:
+            raise AuthError(Reason.UNAUTHENTICATED.value, "a valid bearer token is needed", 401)
+        return p
+
+
+def clean(value: str, limit: int = LIMITS["id"]) -> str:
+    """Text safe to put in a record: valid UTF-8, bounded."""
+    return value.encode("utf-8", "replace").decode("utf-8")[:limit]
+
+
+def decision_json(d: Decision) -> dict[str, Any]:
+    """A decision as JSON (bytes as hex)."""
+    out = dict(d)
+    if d["key"] is not None:
+        out["key"] = {**d["key"], "public_key": d["key"]["public_key"].hex()}
+    return out
+
+
+def receipt_json(r: Receipt) -> dict[str, Any]:
+    """A write's receipt as JSON: where the command sits, its decision and its version."""
+    return {
+        "command_id": r.command_id,
+        "position": r.position,
+        "version": r.version,
+        "decision": decision_json(r.decision),
+    }

@@ -1,0 +1,226 @@
+"""Reads over HTTP: every read at a version, through the graph port.
+
+Reads run on the event loop: rows at a version at or below head never change, so a read needs
+no lock; only waiting for a version that has not arrived yet is handed to a worker thread.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Request
+from starlette.concurrency import run_in_threadpool
+
+from claimgraph.core.model import LIMITS
+from claimgraph.errors import NotFoundError
+from claimgraph.http.bodies import I64, PROBLEM_RESPONSES, AtQuery, TimeoutQuery
+from claimgraph.http.context import Context, decision_json
+from claimgraph.service.api import node
+
+__all__ = ["router"]
+
+IdQuery = Annotated[str, Query(min_length=1, max_length=LIMITS["id"])]
+NodeQuery = Annotated[str, Query(alias="node", min_length=1, max_length=LIMITS["id"])]
+
+
+def router(ctx: Context) -> APIRouter:
+    """The read routes over ``ctx.graph``."""
+    r = APIRouter(tags=["reads"], responses=PROBLEM_RESPONSES)
+    graph = ctx.graph
+
+    async def at_of(at: int | None, timeout: float) -> int:
+        if at is None:
+            return graph.head()
+        if at > graph.head():
+            await run_in_threadpool(graph.wait_for, at, timeout)
+        return at
+
+    def with_claims(c: dict[str, Any], v: int) -> dict[str, Any]:
+        out = dict(c)
+        out["claim_details"] = [graph.claim_info(x, at=v) for x in c.get("members", [])]
+        return out
+
+    @r.get("/v1/head")
+    async def get_head(request: Request) -> dict[str, Any]:
+        """The newest applied version, and the graph's name."""
+        ctx.principal(request)
+        return {"graph": graph.name, "head": graph.head()}
+
+    @r.get("/v1/versions/{version}")
+    async def wait_version(
+        request: Request,
+        version: Annotated[int, Path(ge=-1, le=I64)],
+        timeout: TimeoutQuery = 0.0,
+    ) -> dict[str, Any]:
+        """Wait until ``version`` is applied (read-your-writes); 409 if it did not arrive."""
+        ctx.principal(request)
+        await at_of(version, timeout)
+        return {"graph": graph.name, "head": graph.head()}
+
+    @r.get("/v1/whoami")
+    async def whoami(request: Request) -> dict[str, Any]:
+        """The principal the bearer token maps to."""
+        return ctx.principal(request).as_dict()
+
+    @r.get("/v1/edge")
+    async def get_edge(
+        request: Request,
+        edge_type: IdQuery,
+        subject: IdQuery,
+        object: IdQuery,
+        at: AtQuery = None,
+        timeout: TimeoutQuery = 0.0,
+    ) -> dict[str, Any]:
+        """One edge at a version: present, absent or unknown (with the conflict id)."""
+        ctx.principal(request)
+        s, o = node(subject), node(object)
+        v = await at_of(at, timeout)
+        return graph.edge(edge_type, s, o, at=v).as_dict()
+
+    @r.get("/v1/slot")
+    async def get_slot(
+        request: Request,
+        edge_type: IdQuery,
+        node_: NodeQuery,
+        direction: Literal["out", "in"] = "out",
+        at: AtQuery = None,
+        timeout: TimeoutQuery = 0.0,
+    ) -> dict[str, Any]:
+        """What an exclusive slot holds at a version."""
+        ctx.principal(request)
+        n = node(node_)
+        v = await at_of(at, timeout)
+        return graph.slot(edge_type, n, direction=direction, at=v).as_dict()
+
+    @r.get("/v1/neighbors")
+    async def get_neighbors(
+        request: Request,
+        node_: NodeQuery,
+        edge_type: Annotated[str | None, Query(max_length=LIMITS["id"])] = None,
+        direction: Literal["out", "in"] = "out",
+        include_absent: bool = False,
+        at: AtQuery = None,
+        timeout: TimeoutQuery = 0.0,
+    ) -> dict[str, Any]:
+        """A node's neighbours at a version."""
+        ctx.principal(request)
+        n = node(node_)
+        v = await at_of(at, timeout)
+        ns = graph.neighbors(
+            n, edge_type=edge_type, direction=direction, include_absent=include_absent, at=v
+        )
+        return {"version": v, "neighbors": [x.as_dict() for x in ns]}
+
+    @r.get("/v1/history")
+    async def get_history(
+        request: Request,
+        edge_type: IdQuery,
+        subject: IdQuery,
+        object: IdQuery,
+        at: AtQuery = None,
+        timeout: TimeoutQuery = 0.0,
+    ) -> dict[str, Any]:
+        """Every decision that touched an edge, up to a version."""
+        ctx.principal(request)
+        s, o = node(subject), node(object)
+        v = await at_of(at, timeout)
+        return {"version": v, "history": graph.history(edge_type, s, o, at=v)}
+
+    @r.get("/v1/quarantine")
+    async def get_quarantine(
+        request: Request,
+        include_closed: bool = False,
+        at: AtQuery = None,
+        timeout: TimeoutQuery = 0.0,
+    ) -> dict[str, Any]:
+        """Conflicts withheld from the readable graph, each with its claims' full evidence."""
+        ctx.principal(request)
+        v = await at_of(at, timeout)
+        cs = graph.quarantine(at=v, include_closed=include_closed)
+        return {"version": v, "conflicts": [with_claims(c, v) for c in cs]}
+
+    @r.get("/v1/escalations")
+    async def get_escalations(
+        request: Request, at: AtQuery = None, include_open: bool = False
+    ) -> dict[str, Any]:
+        """Escalated conflicts (every open one with ``include_open``), each a self-contained
+        evidence payload: the claims side by side with owners, confidence, calibrated accuracy,
+        evidence and the versions each writer read; signals, votes, fallback, recommendation."""
+        ctx.principal(request)
+        v = await at_of(at, 0.0)
+        return {"version": v, "escalations": graph.escalations(at=v, include_open=include_open)}
+
+    @r.get("/v1/escalations/{conflict_id}")
+    async def get_escalation(request: Request, conflict_id: str, at: AtQuery = None) -> Any:
+        """One conflict's self-contained escalation payload, at a version."""
+        ctx.principal(request)
+        v = await at_of(at, 0.0)
+        payload = graph.escalation(conflict_id, at=v)
+        if payload is None:
+            raise NotFoundError(f"no conflict {conflict_id[:80]!r} at version {v}")
+        return payload
+
+    @r.get("/v1/calibration")
+    async def get_calibration(
+        request: Request, edge_type: IdQuery, at: AtQuery = None
+    ) -> dict[str, Any]:
+        """Each writer's resolved-conflict record for an edge type (wins, losses)."""
+        ctx.principal(request)
+        v = await at_of(at, 0.0)
+        record = graph.calibration(edge_type, at=v)
+        return {"version": v, "edge_type": edge_type, "record": record}
+
+    @r.get("/v1/claims/{claim_id}")
+    async def get_claim(request: Request, claim_id: str, at: AtQuery = None) -> Any:
+        """A claim's record and status at a version."""
+        ctx.principal(request)
+        v = await at_of(at, 0.0)
+        info = graph.claim_info(claim_id, at=v)
+        if info is None:
+            raise NotFoundError(f"no claim {claim_id[:80]!r} at version {v}")
+        return info
+
+    @r.get("/v1/conflicts/{conflict_id}")
+    async def get_conflict(request: Request, conflict_id: str, at: AtQuery = None) -> Any:
+        """A conflict at a version, with its claims' full evidence."""
+        ctx.principal(request)
+        v = await at_of(at, 0.0)
+        c = graph.conflict(conflict_id, at=v)
+        if c is None:
+            raise NotFoundError(f"no conflict {conflict_id[:80]!r} at version {v}")
+        return with_claims(c, v)
+
+    @r.get("/v1/schema")
+    async def get_schema(request: Request, at: AtQuery = None) -> Any:
+        """The graph schema in force at a version."""
+        ctx.principal(request)
+        v = await at_of(at, 0.0)
+        row = graph.schema_info(at=v)
+        if row is None:
+            raise NotFoundError(f"no schema is in force at version {v}")
+        return row
+
+    @r.get("/v1/graph")
+    async def get_graph(
+        request: Request,
+        at: AtQuery = None,
+        limit: Annotated[int, Query(ge=1, le=5000)] = 500,
+    ) -> dict[str, Any]:
+        """The graph's edges at a version (present and unknown), for the review page."""
+        ctx.principal(request)
+        v = await at_of(at, 0.0)
+        edges = graph.edges(at=v, limit=limit)
+        return {"version": v, "head": graph.head(), "edges": [e.as_dict() for e in edges]}
+
+    @r.get("/v1/decisions")
+    def get_decisions(
+        request: Request,
+        start: Annotated[int, Query(alias="from", ge=0, le=I64)] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> dict[str, Any]:
+        """The decisions log from a version on."""
+        ctx.principal(request)
+        ds = graph.decisions(start, limit)
+        return {"decisions": [{**decision_json(d), "version": v} for v, d in ds]}
+
+    return r

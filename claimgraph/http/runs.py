@@ -1,0 +1,68 @@
+"""Runs over HTTP: clients append their runs' traces; anyone with a token lists and replays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from claimgraph.core.model import Reason
+from claimgraph.errors import AuthError, InputError
+from claimgraph.http.bodies import PROBLEM_RESPONSES, RunEventsIn
+from claimgraph.http.context import Context, clean
+from claimgraph.service.runs import RunNotFound, check_event, encode_events, hold_remote_pins
+
+__all__ = ["router"]
+
+
+def router(ctx: Context) -> APIRouter:
+    """The run routes over ``ctx.graph``."""
+    r = APIRouter(tags=["runs"], responses=PROBLEM_RESPONSES)
+    graph = ctx.graph
+
+    @r.post("/v1/runs/events")
+    def post_run_events(request: Request, body: RunEventsIn) -> dict[str, Any]:
+        """Append trace events of the principal's runs to the runs log."""
+        p = ctx.principal(request)
+        events = []
+        for e in body.events:
+            if e.agent is not None and e.agent != p.agent:
+                raise AuthError(
+                    Reason.AGENT_MISMATCH.value,
+                    f"the token belongs to {p.agent!r}, not to {clean(e.agent, 80)!r}",
+                )
+            ev = e.model_dump()
+            ev.update(graph=graph.name, agent=p.agent)
+            check_event(ev)
+            events.append(ev)
+        try:
+            encode_events(events)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"cannot encode the events: {exc}") from None
+        hold_remote_pins(graph, events, p.agent)  # first: a start at a pruned version fails whole
+        graph.append_run_events(events)
+        return {"appended": len(events)}
+
+    @r.get("/v1/runs")
+    def get_runs(request: Request) -> dict[str, Any]:
+        """Every run in the runs log: who, at which pinned version, with what outcome."""
+        ctx.principal(request)
+        return {"runs": [s.as_dict() for s in graph.runs()]}
+
+    @r.get("/v1/runs/{run_id}")
+    def get_run(request: Request, run_id: str) -> dict[str, Any]:
+        """A run's trace: its pinned version, reads (query and digest), writes, tool calls."""
+        ctx.principal(request)
+        events = graph.run_events(run_id)
+        if not events:
+            raise RunNotFound(run_id[:80])
+        return {"run_id": run_id, "events": events}
+
+    @r.post("/v1/runs/{run_id}/replay")
+    def replay_run(request: Request, run_id: str) -> dict[str, Any]:
+        """Re-execute the run's reads at its pinned version; identical inputs, or the first
+        difference."""
+        ctx.principal(request)
+        return graph.replay_run(run_id).as_dict()
+
+    return r
