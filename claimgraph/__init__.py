@@ -51,9 +51,10 @@ from claimgraph.projections.retention import Pin, PinRegistry
 from claimgraph.service.graph import Graph, Receipt
 from claimgraph.service.graph import open_graph as open
 from claimgraph.service.replica import Replica, open_replica
-from claimgraph.service.runs import ReplayReport, Run, RunNotFound, RunSummary, Snapshot
+from claimgraph.service.runs import Run, RunNotFound, Snapshot
 from claimgraph.service.schemas import load_schema_file
 from claimgraph.service.signers import Signer
+from claimgraph.service.traces import ReplayReport, RunSummary
 
 if _TYPE_CHECKING:
     from claimgraph.sdk.http import HttpGraph

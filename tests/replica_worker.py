@@ -10,8 +10,8 @@ import json
 import sys
 import time
 
-from claimgraph.service.api import GraphReads
 from claimgraph.service.audit import digest_at
+from claimgraph.service.reads import GraphReads
 from claimgraph.service.replica import open_replica
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from claimgraph.errors import VersionNotYetAvailable
 from claimgraph.service.graph import Graph
-from claimgraph.service.runs import digest, live_pins
+from claimgraph.service.traces import digest, live_pins
 from tests.conftest import SCHEMA
 from tests.http_fixtures import SdkFactory
 

@@ -34,8 +34,10 @@ from claimgraph.errors import (
     VersionPruned,
 )
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
-from claimgraph.service.api import GraphReads, GraphWrites, NodeLike, Receipt, node
-from claimgraph.service.runs import RunsMixin, RunSummary
+from claimgraph.service.api import GraphWrites, NodeLike, Receipt, node
+from claimgraph.service.reads import GraphReads
+from claimgraph.service.runs import RunsMixin
+from claimgraph.service.traces import RunSummary
 
 if TYPE_CHECKING:
     from claimgraph.service.port import GraphPort

@@ -33,9 +33,11 @@ from claimgraph.logs.embedded import EmbeddedLogStore
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import PinRegistry, horizon_of
-from claimgraph.service.api import GraphReads, NodeLike, Receipt, TickerWrites
+from claimgraph.service.api import NodeLike, Receipt, TickerWrites
 from claimgraph.service.inputs import now_millis
-from claimgraph.service.runs import RunsMixin, decode_events, encode_events
+from claimgraph.service.reads import GraphReads
+from claimgraph.service.runs import RunsMixin
+from claimgraph.service.traces import decode_events, encode_events
 from claimgraph.streams.embedded import GOVERNOR_POSITION, EmbeddedRuntime
 
 if TYPE_CHECKING:

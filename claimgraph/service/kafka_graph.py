@@ -25,8 +25,10 @@ from claimgraph.logs.kafka import KafkaConfig, KafkaLog, partition_for, topic_pa
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import PinRegistry, catch_up
-from claimgraph.service.api import GraphReads, Receipt, TickerWrites
-from claimgraph.service.runs import RunsMixin, decode_events, encode_events
+from claimgraph.service.api import Receipt, TickerWrites
+from claimgraph.service.reads import GraphReads
+from claimgraph.service.runs import RunsMixin
+from claimgraph.service.traces import decode_events, encode_events
 
 if TYPE_CHECKING:
     from claimgraph.service.port import GraphPort

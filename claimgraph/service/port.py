@@ -22,7 +22,8 @@ from typing import Any, Protocol, runtime_checkable
 from claimgraph.core.model import Command, Decision
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.service.api import NodeLike, Receipt
-from claimgraph.service.runs import ReplayReport, Run, RunSummary, Snapshot
+from claimgraph.service.runs import Run, Snapshot
+from claimgraph.service.traces import ReplayReport, RunSummary
 
 __all__ = ["GraphPort"]
 

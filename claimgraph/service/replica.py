@@ -10,7 +10,7 @@ from pathlib import Path
 
 from claimgraph.errors import ConfigError
 from claimgraph.projections.replica import SecondaryProjection
-from claimgraph.service.api import GraphReads
+from claimgraph.service.reads import GraphReads
 
 __all__ = ["Replica", "open_replica"]
 

@@ -15,114 +15,27 @@ identical, or names the first difference. Retention honours runs: a ``start`` ev
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from claimgraph.core.wire import decode_run_event, encode_run_event
-from claimgraph.errors import ClaimgraphError, InputError, NotFoundError
+from claimgraph.errors import InputError, NotFoundError
+from claimgraph.service.traces import ReplayReport, RunSummary, digest, jsonable, replay, summarize
 
 if TYPE_CHECKING:
     from claimgraph.service.api import NodeLike, Receipt
 
 __all__ = [
-    "READ_OPS",
-    "ReplayReport",
     "Run",
     "RunNotFound",
-    "RunSummary",
     "RunsMixin",
     "Snapshot",
-    "check_event",
-    "digest",
-    "encode_events",
     "hold_remote_pins",
-    "live_pins",
     "pins_of",
-    "replay",
-    "summarize",
 ]
-
-
-def _jsonable(value: Any) -> Any:
-    if hasattr(value, "as_dict"):
-        return value.as_dict()
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    return value
-
-
-def digest(result: Any) -> str:
-    """SHA-256 of a read result's canonical JSON (sorted keys, no spaces): what a run saw."""
-    raw = json.dumps(_jsonable(result), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
-
-
-# The reads a run can make and replay: op → (method name, argument names in call order).
-READ_OPS: dict[str, tuple[str, ...]] = {
-    "edge": ("edge_type", "subject", "object"),
-    "slot": ("edge_type", "node", "direction"),
-    "neighbors": ("node", "edge_type", "direction", "include_absent"),
-    "history": ("edge_type", "subject", "object"),
-    "quarantine": ("include_closed",),
-    "claim_info": ("claim_id",),
-    "conflict": ("conflict_id",),
-}
-
-
-class _Reads(Protocol):
-    def edge(self, edge_type: str, subject: NodeLike, obj: NodeLike, *, at: int | None) -> Any: ...
-    def slot(self, edge_type: str, node: NodeLike, *, direction: str, at: int | None) -> Any: ...
-    def neighbors(
-        self,
-        node: NodeLike,
-        *,
-        edge_type: str | None,
-        direction: str,
-        at: int | None,
-        include_absent: bool,
-    ) -> Any: ...
-    def history(
-        self, edge_type: str, subject: NodeLike, obj: NodeLike, *, at: int | None
-    ) -> Any: ...
-    def quarantine(self, *, at: int | None, include_closed: bool) -> Any: ...
-    def claim_info(self, claim_id: str, *, at: int | None) -> Any: ...
-    def conflict(self, conflict_id: str, *, at: int | None) -> Any: ...
-
-
-def execute(reads: _Reads, op: str, args: dict[str, Any], at: int) -> Any:
-    """Run one recorded read at ``at`` (the same call a run made)."""
-
-    def n(x: Any) -> NodeLike:
-        return tuple(x) if isinstance(x, list) else x
-
-    if op == "edge":
-        return reads.edge(args["edge_type"], n(args["subject"]), n(args["object"]), at=at)
-    if op == "slot":
-        return reads.slot(args["edge_type"], n(args["node"]), direction=args["direction"], at=at)
-    if op == "neighbors":
-        return reads.neighbors(
-            n(args["node"]),
-            edge_type=args["edge_type"],
-            direction=args["direction"],
-            at=at,
-            include_absent=args["include_absent"],
-        )
-    if op == "history":
-        return reads.history(args["edge_type"], n(args["subject"]), n(args["object"]), at=at)
-    if op == "quarantine":
-        return reads.quarantine(at=at, include_closed=args["include_closed"])
-    if op == "claim_info":
-        return reads.claim_info(args["claim_id"], at=at)
-    if op == "conflict":
-        return reads.conflict(args["conflict_id"], at=at)
-    raise InputError(f"unknown read {op!r} (known: {', '.join(READ_OPS)})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,14 +207,12 @@ class Run:
             result = call()
         finally:
             g.blocked_run = before
-        self._event(
-            "read", {"query": {"op": op, "args": _jsonable(args)}, "digest": digest(result)}
-        )
+        self._event("read", {"query": {"op": op, "args": jsonable(args)}, "digest": digest(result)})
         return result
 
     def tool(self, name: str, input: Any = None, output: Any = None) -> None:
         """Record a tool call beside the reads and writes (any JSON-able input and output)."""
-        self._event("tool", {"name": name, "input": _jsonable(input), "output": _jsonable(output)})
+        self._event("tool", {"name": name, "input": jsonable(input), "output": jsonable(output)})
 
     def close(self, status: str = "ok") -> None:
         """End the run: write its ``end`` event (the pin is released) and flush the trace."""
@@ -458,170 +369,3 @@ def _node(n: NodeLike) -> list[str]:
 
 
 # -- summaries and replay -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RunSummary:
-    """One run as the runs log tells it."""
-
-    run_id: str
-    agent: str
-    task: str
-    pinned_version: int
-    snapshot_id: str | None
-    started: int
-    ended: int | None
-    status: str | None
-    reads: int
-    writes: int
-    tools: int
-
-    @property
-    def live(self) -> bool:
-        """Started and not ended: its pinned version must stay readable."""
-        return self.ended is None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "agent": self.agent,
-            "task": self.task,
-            "pinned_version": self.pinned_version,
-            "snapshot_id": self.snapshot_id,
-            "started": self.started,
-            "ended": self.ended,
-            "status": self.status,
-            "reads": self.reads,
-            "writes": self.writes,
-            "tools": self.tools,
-            "live": self.live,
-        }
-
-
-def summarize(events: Iterable[dict[str, Any]]) -> list[RunSummary]:
-    """Fold trace events into one summary per run, in the order runs started."""
-    acc: dict[str, dict[str, Any]] = {}
-    for e in events:
-        s = acc.get(e["run_id"])
-        if s is None:
-            s = acc[e["run_id"]] = {
-                "run_id": e["run_id"],
-                "agent": e["agent"],
-                "task": e["task"],
-                "pinned_version": e["pinned_version"],
-                "snapshot_id": e["snapshot_id"],
-                "started": e["time"],
-                "ended": None,
-                "status": None,
-                "reads": 0,
-                "writes": 0,
-                "tools": 0,
-            }
-        kind = e["kind"]
-        if kind in ("read", "write", "tool"):
-            s[kind + "s"] += 1
-        elif kind == "end":
-            s["ended"] = e["time"]
-            s["status"] = str(_payload(e).get("status", ""))
-    return [RunSummary(**s) for s in acc.values()]
-
-
-def live_pins(events: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """run id → pinned version of every run that started and has not ended (for retention)."""
-    return {s.run_id: s.pinned_version for s in summarize(events) if s.live}
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayReport:
-    """The outcome of replaying a run: identical inputs, or the first read that differs."""
-
-    run_id: str
-    pinned_version: int
-    reads: int
-    identical: bool
-    first_difference: dict[str, Any] | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "pinned_version": self.pinned_version,
-            "reads": self.reads,
-            "identical": self.identical,
-            "first_difference": self.first_difference,
-        }
-
-
-def replay(reads: _Reads, events: Sequence[dict[str, Any]]) -> ReplayReport:
-    """Re-execute every recorded read at the pinned version; compare each result's digest."""
-    if not events:
-        raise InputError("nothing to replay: the run has no events")
-    run_id = events[0]["run_id"]
-    pinned = events[0]["pinned_version"]
-    n = 0
-    for e in events:
-        if e["kind"] != "read":
-            continue
-        n += 1
-        payload = _payload(e)
-        q = payload.get("query")
-        try:
-            got = digest(execute(reads, q["op"], q["args"], pinned))  # type: ignore[index]
-        except ClaimgraphError as exc:
-            got = f"error: {type(exc).__name__}: {exc}"
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a malformed trace
-            got = f"error: the recorded query cannot be executed: {type(exc).__name__}: {exc}"
-        if got != payload.get("digest"):
-            return ReplayReport(
-                run_id,
-                pinned,
-                n,
-                False,
-                {"seq": e["seq"], "query": q, "recorded": payload["digest"], "replayed": got},
-            )
-    return ReplayReport(run_id, pinned, n, True)
-
-
-def _payload(event: dict[str, Any]) -> dict[str, Any]:
-    try:
-        p = json.loads(event["payload"])
-    except ValueError:
-        return {}
-    return p if isinstance(p, dict) else {}
-
-
-def check_event(event: dict[str, Any]) -> None:
-    """Raise InputError unless a trace event submitted from outside is well formed."""
-    try:
-        p = json.loads(event["payload"])
-    except ValueError:
-        raise InputError("payload must be a JSON object") from None
-    if not isinstance(p, dict):
-        raise InputError("payload must be a JSON object")
-    if event["kind"] == "read":
-        q = p.get("query")
-        if not (
-            isinstance(q, dict)
-            and q.get("op") in READ_OPS
-            and isinstance(q.get("args"), dict)
-            and set(READ_OPS[q["op"]]) <= set(q["args"])
-            and isinstance(p.get("digest"), str)
-        ):
-            raise InputError(
-                "a read event's payload needs query.op (one of "
-                f"{', '.join(READ_OPS)}), query.args with that read's arguments, and digest"
-            )
-
-
-def encode_events(events: Sequence[dict[str, Any]]) -> list[bytes]:
-    """Trace events as runs-log records."""
-    return [encode_run_event(e) for e in events]
-
-
-def decode_events(values: Iterable[bytes], run_id: str | None = None) -> list[dict[str, Any]]:
-    """Runs-log records as trace events (of one run, if ``run_id`` is given)."""
-    out = []
-    for v in values:
-        e = decode_run_event(v)
-        if run_id is None or e["run_id"] == run_id:
-            out.append(e)
-    return out
