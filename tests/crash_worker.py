@@ -18,7 +18,9 @@ def main(path: str, total: int, chunk: int) -> None:
         if start >= total:
             break
         g.append([record(i) for i in range(start, min(start + chunk, total))])
+        print(f"appended {g.logs.commands.end()}", flush=True)  # the test kills on these lines
         g.process(batch=256)
+        print(f"processed {g.logs.commands.end()}", flush=True)
     g.close()
 
 

@@ -7,7 +7,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import claimgraph
@@ -18,13 +17,33 @@ from tests.conftest import ROOT
 TOTAL = 60_000
 
 
-def _start(path: Path) -> subprocess.Popen[bytes]:
+def _start(path: Path) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.Popen(
         [sys.executable, "-m", "tests.crash_worker", str(path), str(TOTAL), "400"],
         cwd=ROOT,
         env=env,
+        stdout=subprocess.PIPE,
+        text=True,
     )
+
+
+def _kill_when(p: subprocess.Popen[str], stage: str, target: int) -> bool:
+    """SIGKILL the worker once it reports ``stage`` at ``target`` commands or more.
+
+    The kill lands while the worker goes on to its next step (deciding the chunk it just
+    appended, or appending the next one), at a point set by what it reported, not by a clock.
+    Returns False if the worker finished first.
+    """
+    assert p.stdout is not None
+    for line in p.stdout:
+        kind, _, n = line.partition(" ")
+        if kind == stage and int(n) >= target:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+            return True
+    p.wait()
+    return False
 
 
 def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path: Path) -> None:
@@ -35,11 +54,10 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path: Path) -
     progress = []
     while kills < 12:
         p = _start(path)
-        time.sleep(rnd.uniform(0.3, 1.0))
-        if p.poll() is not None:
-            break  # finished before we could kill it
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait()
+        # twelve kills spread over the stream, alternately during appends and during decisions
+        target = (kills + 1) * TOTAL // 14 + rnd.randrange(400)
+        if not _kill_when(p, rnd.choice(("appended", "processed")), target):
+            break  # finished before the target: cannot happen with targets below TOTAL
         kills += 1
         # reopening recovers: folds the log, re-projects the tail (a kill may even have landed
         # before the directory was initialised)
@@ -48,7 +66,8 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path: Path) -
         g.close()
     assert kills >= 10, f"only {kills} kills landed; the stream finished too fast"
     p = _start(path)
-    assert p.wait(timeout=600) == 0
+    p.communicate(timeout=600)
+    assert p.returncode == 0
     g = claimgraph.open(path)
     try:
         n_commands = g.logs.commands.end()
