@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import claimgraph
 from claimgraph.service.graph import Graph
+from tests.conftest import SCHEMA
 
 T0 = 1_800_000_000_000
 
@@ -40,8 +44,11 @@ def test_writer_task_pattern_is_enforced(graph: Graph) -> None:
     assert r.reason == "unauthorized"
 
 
-def test_grant_with_expiry_and_revoke(graph: Graph) -> None:
+def test_grant_with_expiry_and_revoke(tmp_path: Path) -> None:
     """A grant admits a writer until its expiry (log time) or revocation; only admins grant."""
+    now = [1_700_000_000_000]  # the log's append clock, moved by the test (no wall clock)
+    graph = claimgraph.open(tmp_path / "g", create=True, graph="test", clock=lambda: now[0])
+    graph.publish_schema(SCHEMA, agent="admin")
     assert graph.grant("intern", "depends_on", agent="inventory").reason == "not_admin"
     g1 = graph.grant("intern", "depends_on", agent="admin")
     assert g1.kind == "accepted"
@@ -51,18 +58,18 @@ def test_grant_with_expiry_and_revoke(graph: Graph) -> None:
     r = graph.assert_("depends_on", "service:a", "service:c", agent="intern", task="x")
     assert r.reason == "unauthorized"
     assert graph.revoke(g1.command_id, agent="admin").reason == "unknown_grant"
-    # an expiry in the past of the log is refused; a near one lapses
+    # an expiry in the past of the log is refused; a near one admits until it lapses
     past = graph.grant("intern", "*", agent="admin", expires_at=1000)
     assert past.reason == "invalid_field"
-    soon = graph.grant(
-        "intern", "*", agent="admin", expires_at=graph.tick().decision["log_time"] + 30
-    )
+    soon = graph.grant("intern", "*", agent="admin", expires_at=now[0] + 30)
     assert soon.kind == "accepted"
-    import time
-
-    time.sleep(0.05)
+    now[0] += 29
+    inside = graph.assert_("depends_on", "service:a", "service:e", agent="intern", task="x")
+    assert inside.kind == "accepted"
+    now[0] += 1  # the log time reaches the expiry
     late = graph.assert_("depends_on", "service:a", "service:d", agent="intern", task="x")
     assert late.reason == "unauthorized"
+    graph.close()
 
 
 def test_node_and_edge_types_are_checked(graph: Graph) -> None:

@@ -59,7 +59,7 @@ def test_signed_producer_and_runs_on_kafka(kafka_broker: Any, tmp_path: Path) ->
         replay = g.assert_("owns", "service:a", "database:d", agent="inventory", command_id="c1")
         assert replay.reason == "duplicate_command"
         proj = KafkaProjector(cfg, "test", tmp_path / "p")
-        proj.run(idle_exit=1.5)
+        proj.run(until=replay.version)  # caught up: the last decision is applied
         proj.close()
     assert verify_partition(cfg, g.partition) == (6, 6)  # re-decided to identical bytes
     with KafkaGraph(cfg, "test", tmp_path / "p") as r:
@@ -83,9 +83,10 @@ def test_http_api_over_kafka(kafka_broker: Any, tmp_path: Path) -> None:
     cfg = fresh_config(kafka_broker.bootstrap)
     _wait_for_topics(cfg)
     with KafkaGraph(cfg, "test") as g, governor_thread(cfg, g.partition):
-        assert g.publish_schema(SCHEMA, agent="admin").kind == "accepted"
+        schema = g.publish_schema(SCHEMA, agent="admin")
+        assert schema.kind == "accepted"
         proj = KafkaProjector(cfg, "test", tmp_path / "p")
-        proj.run(idle_exit=1.0)
+        proj.run(until=schema.version)
         proj.close()
         with KafkaGraph(cfg, "test", tmp_path / "p") as served:
             app = create_app(served, token_file())
@@ -98,7 +99,7 @@ def test_http_api_over_kafka(kafka_broker: Any, tmp_path: Path) -> None:
                 )  # fmt: skip
                 assert spoof.status_code == 403 and spoof.json()["reason"] == "agent_mismatch"
                 proj = KafkaProjector(cfg, "test", tmp_path / "p")
-                proj.run(idle_exit=1.0)
+                proj.run(until=spoof.json()["version"])
                 proj.close()
                 c.wait(r, timeout=10)
                 assert c.edge("owns", "service:a", "database:d", at=r.version).state == "present"

@@ -192,10 +192,11 @@ class KafkaProjector:
         self,
         *,
         idle_exit: float | None = None,
+        until: int | None = None,
         on_batch: Callable[[KafkaProjector, int], None] | None = None,
         checkpoint_every: int | None = None,
     ) -> int:
-        """Project until stopped (or idle for ``idle_exit`` seconds).
+        """Project until stopped, until version ``until`` is applied, or idle ``idle_exit`` s.
 
         With ``checkpoint_every``, a checkpoint is written whenever that many decisions were
         projected since the last one (and the folded state has caught up with the store).
@@ -217,6 +218,8 @@ class KafkaProjector:
                 since_checkpoint = 0
             if on_batch is not None:
                 on_batch(self, n)
+            if until is not None and self.applied >= until:
+                break
             if n:
                 idle_since = time.monotonic()
             elif idle_exit is not None and time.monotonic() - idle_since >= idle_exit:
