@@ -25,7 +25,7 @@ every loop is bounded by the input's size.
 
 The modules, each importing only those before it: :mod:`.varints` (primitive encodings),
 :mod:`.nodes` (schemas as trees), :mod:`.codegen` (generated functions), :mod:`.encoder`,
-:mod:`.decoder`.
+:mod:`.decoder`, :mod:`.resolution` (reading one schema's bytes as another's values).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from __future__ import annotations
 from claimgraph.core.avro.decoder import Decoder, compile_decoder
 from claimgraph.core.avro.encoder import Encoder, compile_encoder
 from claimgraph.core.avro.nodes import UnsupportedSchema
+from claimgraph.core.avro.resolution import compile_resolving_decoder
 from claimgraph.core.avro.varints import AvroDecodeError
 
 __all__ = [
@@ -42,4 +43,5 @@ __all__ = [
     "UnsupportedSchema",
     "compile_decoder",
     "compile_encoder",
+    "compile_resolving_decoder",
 ]
