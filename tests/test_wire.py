@@ -29,6 +29,9 @@ from claimgraph.core.wire import (
     encode_command,
     encode_decision,
     encode_run_event,
+    fingerprint_table,
+    fingerprints,
+    registry,
     schema_dir,
 )
 from claimgraph.errors import DecodeError
@@ -52,13 +55,30 @@ def _crc64_avro(data: bytes) -> int:
     return fp
 
 
-@pytest.mark.parametrize("name", sorted(GOLDEN["fingerprints"]))
-def test_fingerprints_follow_the_avro_spec(name: str) -> None:
-    """Each pinned fingerprint is CRC-64-AVRO of the schema's canonical form, little-endian."""
-    raw = json.loads((schema_dir() / f"{name}.avsc").read_text())
+VERSION_FILES = sorted(schema_dir().glob("*/v*.avsc"))
+
+
+@pytest.mark.parametrize("path", VERSION_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_fingerprints_follow_the_avro_spec(path: Path) -> None:
+    """Each version file's fingerprint is CRC-64-AVRO of its canonical form, little-endian."""
+    raw = json.loads(path.read_text())
     canonical = to_parsing_canonical_form(raw).encode()
     expected = _crc64_avro(canonical).to_bytes(8, "little").hex()
-    assert GOLDEN["fingerprints"][name] == expected
+    assert fingerprint_table()[expected] == (path.parent.name, int(path.stem[1:]))
+
+
+def test_fingerprint_table_is_every_version_once() -> None:
+    """The table holds every .avsc version file, and no two versions share a fingerprint."""
+    assert VERSION_FILES, "no schema version files found"
+    assert sorted(fingerprint_table().values()) == sorted(
+        (p.parent.name, int(p.stem[1:])) for p in VERSION_FILES
+    )
+    assert len(fingerprint_table()) == len(VERSION_FILES)
+
+
+def test_golden_fingerprints_are_the_current_versions() -> None:
+    """What writers write today is what tests/golden/wire.json pins."""
+    assert fingerprints() == GOLDEN["fingerprints"]
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
@@ -156,10 +176,7 @@ def test_encode_decode_identity(
 # -- the compiled codec (claimgraph.core.avro) against fastavro ------------------------------
 
 SCHEMA_NAMES = sorted(GOLDEN["fingerprints"])  # every command schema, and the decision
-PARSED = {
-    n: fastavro.parse_schema(json.loads((schema_dir() / f"{n}.avsc").read_text()))
-    for n in SCHEMA_NAMES
-}
+PARSED = {n: registry().current(n).schema for n in SCHEMA_NAMES}
 HEADERS = {n: b"\xc3\x01" + bytes.fromhex(fp) for n, fp in GOLDEN["fingerprints"].items()}
 ENCODERS = {n: compile_encoder(s) for n, s in PARSED.items()}
 DECODERS = {n: compile_decoder(s) for n, s in PARSED.items()}

@@ -1,7 +1,8 @@
 """verify (re-run the governor) and audit (re-project the decisions log) for the embedded graph.
 
 * **verify**: decide every command of the commands log again, from an empty state, and check
-  that each decision's bytes equal the decisions log's, one decision per command.
+  that each decision's bytes equal the decisions log's, one decision per command (a decision
+  logged with an older version of its schema is compared in that version's bytes).
 * **audit**: fold the decisions log into a fresh projection and compare it with the live one,
   row by row (every version at once) and as digests of the whole graph at head and at
   sampled versions. Any difference names the first version at which the two disagree.
@@ -30,7 +31,7 @@ from rocksdict import Rdict
 from claimgraph.core.governor import decide
 from claimgraph.core.model import Progress
 from claimgraph.core.state import GraphState
-from claimgraph.core.wire import decode_decision, encode_decision
+from claimgraph.core.wire import decode_decision, encode_decision, same_decision
 from claimgraph.errors import ConfigError, IntegrityError, VersionPruned
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.projections.reader import ProjectionReader
@@ -155,7 +156,7 @@ def verify(
                         version,
                     )
                 logged = decisions[i]
-                if logged.value != data:
+                if logged.value != data and not same_decision(logged.value, d):
                     raise IntegrityError(_describe(version, logged.value, data), version)
                 state.evolve(d, version)
                 version += 1
