@@ -155,6 +155,14 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "signature": bytes(64),
         "body": b"\xc3\x01body",
     },
+    "upgrade_rules": {
+        "type": "upgrade_rules",
+        "command_id": "cmd-up",
+        "graph": "platform",
+        "agent": "platform-admin",
+        "task": "",
+        "to": 2,
+    },
 }
 
 RUN_EVENT: dict[str, Any] = {
@@ -221,4 +229,17 @@ DECISION: dict[str, Any] = {
     "run_id": None,
     "key": None,
     "signed_by": "k1",
+    "rules": 2,
+    "command_sha256": "ab" * 32,
+    "prev_hash": "cd" * 32,
+}
+
+
+# The decision as revision 1 wrote it (decision v1 on the wire, before rules revisions): its
+# pinned bytes are "decision_v1" in wire.json and must read back with the v2 defaults.
+DECISION_V1: dict[str, Any] = {
+    **{k: v for k, v in DECISION.items() if k not in ("rules", "command_sha256", "prev_hash")},
+    "rules": 1,
+    "command_sha256": "",
+    "prev_hash": "",
 }

@@ -115,6 +115,7 @@ def test_every_client_command_round_trips_through_json_lines(tmp_path: Path) -> 
         _line("revoke", agent="admin", grant_id="g1"),
         _line("retract", agent="inventory", claim_id="c-a"),
         _line("erase", agent="admin", claim_id="c-a", reason="privacy"),
+        _line("upgrade_rules", agent="admin", to=2),
         _line("tick", agent="admin"),
         _line("register_key", agent="admin", key_id="k1", key_agent="inventory", public_key=key),
         _line("revoke_key", agent="admin", key_id="k1"),
@@ -141,6 +142,7 @@ def test_every_client_command_round_trips_through_json_lines(tmp_path: Path) -> 
         ("revoke", "accepted", "revoked"),
         ("retract", "retired", "retracted"),
         ("erase", "accepted", "erased"),
+        ("upgrade_rules", "rejected", "invalid_field"),  # a new graph is at the newest already
         ("invalid_input", "rejected", "malformed"),  # tick: written by the ticker only
         ("register_key", "accepted", "key_registered"),
         ("revoke_key", "rejected", "unsigned"),  # carried and decided; the graph now signs

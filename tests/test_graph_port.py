@@ -117,6 +117,7 @@ def test_every_client_command_round_trips(port: AsAgent) -> None:
     seen["revoke"] = _ok(admin.revoke(g.decision["target"] or "", agent="admin"), "accepted")
     seen["retract"] = _ok(inv.retract(a.command_id, agent="inventory"), "retired")
     seen["erase"] = _ok(admin.erase(a.command_id, agent="admin", reason="privacy"), "accepted")
+    seen["upgrade_rules"] = _ok(admin.upgrade_rules(2, agent="admin"), "rejected", "invalid_field")
     key = Signer.generate("k1")
     seen["register_key"] = _ok(
         admin.register_key("k1", "inventory", key.public_bytes, agent="admin"), "accepted"

@@ -32,10 +32,11 @@ from claimgraph.core.wire import (
     fingerprint_table,
     fingerprints,
     registry,
+    same_decision,
     schema_dir,
 )
 from claimgraph.errors import DecodeError
-from tests.golden_records import COMMANDS, DECISION, RUN_EVENT
+from tests.golden_records import COMMANDS, DECISION, DECISION_V1, RUN_EVENT
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "wire.json").read_text())
 
@@ -96,6 +97,15 @@ def test_decision_golden_bytes() -> None:
     data = encode_decision(DECISION)  # type: ignore[arg-type]
     assert data.hex() == GOLDEN["decision"]
     assert decode_decision(data) == DECISION
+
+
+def test_a_decision_revision_1_wrote_reads_with_the_v2_defaults() -> None:
+    """The pinned v1 decision bytes (before rules revisions) read as rules 1, unchained."""
+    old = bytes.fromhex(GOLDEN["decision_v1"])
+    assert old[2:10].hex() == GOLDEN["fingerprints_v1"]["decision"]
+    assert decode_decision(old) == DECISION_V1
+    assert same_decision(old, DECISION_V1)  # type: ignore[arg-type]
+    assert not same_decision(old, DECISION)  # type: ignore[arg-type]
 
 
 def test_run_event_golden_bytes() -> None:
@@ -424,16 +434,17 @@ def test_hostile_commands_are_malformed(case: str) -> None:
 def test_hostile_decisions_are_malformed() -> None:
     """A decision whose boolean is 2, or whose nested union index is bad, does not decode."""
     plain = {**DECISION, "stale": True, "merge": None, "signals": [], "exits": []}
-    plain["signed_by"] = None
+    plain.update(signed_by=None, rules=1, command_sha256="", prev_hash="")
     body = _avro_write(PARSED["decision"], plain)
-    # stale, schema, grant, merge, signals, exits, count, run_id, key, signed_by
-    tail = b"\x01" + b"\x00" * 9
+    # stale, schema, grant, merge, signals, exits, count, run_id, key, signed_by; rules 1, "", ""
+    chained = b"\x02\x00\x00"
+    tail = b"\x01" + b"\x00" * 9 + chained
     assert body.endswith(tail)
     head = body[: -len(tail)]
     for bad in (
         head + b"\x02" + tail[1:],  # a boolean that is 2
         head + b"\x01\x04" + tail[2:],  # union index 2 of a two-branch union
-        body[:-1] + b"\x04",  # the same in the last field
+        body[: -len(chained) - 1] + b"\x04" + chained,  # the same in signed_by
     ):
         with pytest.raises(DecodeError) as e:
             decode_decision(HEADERS["decision"] + bad)

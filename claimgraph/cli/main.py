@@ -18,12 +18,13 @@ from claimgraph.errors import ClaimgraphError, SchemaError
 from claimgraph.cli import writes as writes
 
 from claimgraph.cli import reads as reads  # isort: skip
-from claimgraph.cli import governance, kafka, serving, versions  # isort: skip
+from claimgraph.cli import governance, kafka, rules, serving, versions  # isort: skip
 
 __all__ = ["app", "main"]
 
 kafka.register(app)
 governance.register(app)
+rules.register(app)
 versions.register(app)
 serving.register(app)  # serve, runs, key
 

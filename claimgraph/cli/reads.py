@@ -266,17 +266,30 @@ ToOpt = Annotated[int | None, typer.Option("--to", help="Last version of a range
 
 
 @app.command()
-def verify(as_json: JsonOpt = False, start: FromOpt = None, end: ToOpt = None) -> None:
-    """Re-run the governor over the commands log and compare decisions byte for byte
-    (every version, or a --from/--to range folded from the decisions before it)."""
+def verify(
+    as_json: JsonOpt = False,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    digest: Annotated[
+        str | None,
+        typer.Option(
+            "--digest", help="A digest kept earlier (claimgraph digest): check it at --to/head."
+        ),
+    ] = None,
+) -> None:
+    """Check the decisions hash chain, then re-run the governor over the commands log and
+    compare decisions byte for byte (every version, or a --from/--to range)."""
     if CTX.bootstrap:
         if start is not None or end is not None:
             raise ConfigError("verify --from/--to is for the embedded runtime")
         verify_kafka(as_json)
         return
     from claimgraph.service.audit import verify as run_verify
+    from claimgraph.service.chain import check_chain
 
     with graph_session() as g, progress("verify") as cb:
+        if digest is not None:
+            check_chain(g, upto=end, expect=digest)
         rep = run_verify(g, cb, start=start, end=end)
     if as_json:
         emit(rep.as_dict())

@@ -10,7 +10,8 @@ Two kinds of sender:
 
 * **clients** — agents and people, through JSON Lines, HTTP or the SDK: ``assert``/``deny``
   (a ``claim``), ``retract``, ``resolve``, ``escalate``, ``read_blocked``,
-  ``publish_schema``, ``grant``, ``revoke``, ``erase``, ``register_key``, ``revoke_key``;
+  ``publish_schema``, ``grant``, ``revoke``, ``erase``, ``register_key``, ``revoke_key``,
+  ``upgrade_rules``;
 * **the system itself** — records no client may send: ``invalid_input`` and ``refused``
   (written by an ingress for input it could not accept), ``signed`` (the envelope a signing
   producer wraps a command in) and ``tick`` (written by the ticker). A client transport
@@ -154,6 +155,12 @@ _SPECS = (
         "A command wrapped with its producer's Ed25519 signature.",
         ("key_id", "signature", "body"),
         Sender.INGRESS,
+    ),
+    CommandSpec(
+        "upgrade_rules",
+        "Move the graph to a newer governor rules revision from this position on.",
+        ("to",),
+        Sender.ADMIN,
     ),
     CommandSpec(
         "erase",

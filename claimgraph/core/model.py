@@ -50,6 +50,7 @@ __all__ = [
     "Signal",
     "SignedCommand",
     "TickCommand",
+    "UpgradeRulesCommand",
 ]
 
 # A progress callback for long work: (done, total).
@@ -177,6 +178,8 @@ class Reason(StrEnum):
     KEY_REVOKED = "key_revoked"
     # privacy
     ERASED = "erased"
+    # governor rules revisions
+    RULES_UPGRADED = "rules_upgraded"
 
 
 # Bounds on what one command may carry; the edge (pydantic) and the governor both enforce them.
@@ -332,6 +335,13 @@ class SignedCommand(TypedDict):
     body: bytes
 
 
+class UpgradeRulesCommand(_Envelope):
+    """An admin moves the graph to a newer governor rules revision from here on."""
+
+    type: NotRequired[Literal["upgrade_rules"]]
+    to: int
+
+
 class EraseCommand(_Envelope):
     """An admin erases one claim's payload (evidence, reasoning, properties) for privacy."""
 
@@ -355,6 +365,7 @@ Command = (
     | RegisterKeyCommand
     | RevokeKeyCommand
     | EraseCommand
+    | UpgradeRulesCommand
 )
 # A ``signed`` record (SignedCommand) decodes through the same path but wraps a Command; only
 # claimgraph.core.governor.authority opens it, so it is not part of the union the handlers see.
@@ -485,3 +496,6 @@ class Decision(TypedDict):
     run_id: str | None
     key: KeyRecord | None
     signed_by: str | None
+    rules: int  # the governor rules revision that made it (core.governor.revisions)
+    command_sha256: str  # rules >= 2: SHA-256 of the raw command record decided
+    prev_hash: str  # rules >= 2: the decisions hash chain before this decision

@@ -32,6 +32,7 @@ from __future__ import annotations
 import sys
 from bisect import bisect_right
 
+from claimgraph.core.chain import GENESIS, chain_next
 from claimgraph.core.entities import (
     DISMISSED,
     LOST,
@@ -56,10 +57,11 @@ from claimgraph.core.entities import (
 )
 from claimgraph.core.model import Decision
 from claimgraph.core.schema import EdgeType, GraphSchema, parse_schema
+from claimgraph.core.wire import encode_decision
 
 # The version of what the fold builds (the classes below and their meaning). Checkpoints record
 # it and are skipped when it differs; bump it with any change to the fold's state or behaviour.
-STATE_FORMAT = 2
+STATE_FORMAT = 3
 
 __all__ = [
     "DISMISSED",
@@ -113,6 +115,8 @@ class GraphState:
         self.offsets: list[int] | None = None
         self.last_log_time = 0
         self.decisions = 0
+        self.rules: int | None = None  # the rules revision of the last decision (None: empty)
+        self.chain = GENESIS  # the decisions hash chain up to head (core.chain)
 
     # -- queries used by decide() and by readers -------------------------------------------
 
@@ -217,11 +221,17 @@ class GraphState:
 
     # -- the fold -----------------------------------------------------------------------------
 
-    def evolve(self, d: Decision, version: int) -> Changes:
-        """Fold one decision in (mutates ``self``); return what changed at ``version``."""
+    def evolve(self, d: Decision, version: int, raw: bytes | None = None) -> Changes:
+        """Fold one decision in (mutates ``self``); return what changed at ``version``.
+
+        ``raw`` is the decision record as stored (it extends the hash chain); without it the
+        decision is encoded again, in the current wire version.
+        """
         ch = Changes()
         self.head = version
         self.decisions += 1
+        self.rules = d["rules"]
+        self.chain = chain_next(self.chain, encode_decision(d) if raw is None else raw)
         if d["log_time"] > self.last_log_time:
             self.last_log_time = d["log_time"]
         kind = d["kind"]

@@ -33,6 +33,7 @@ __all__ = [
     "RunEventsIn",
     "SchemaIn",
     "TimeoutQuery",
+    "UpgradeRulesIn",
     "Version",
 ]
 
@@ -178,6 +179,10 @@ class EraseIn(In):
     reason: str = Field(max_length=LIMITS["detail"])
 
 
+class UpgradeRulesIn(In):
+    to: int = Field(ge=1, le=2**31 - 1, description="The rules revision to take effect.")
+
+
 # The body of each client command's route, keyed by command type (tested complete against
 # the catalogue, claimgraph.core.commands).
 BODIES: dict[str, type[In]] = {
@@ -192,6 +197,7 @@ BODIES: dict[str, type[In]] = {
     "register_key": RegisterKeyIn,
     "revoke_key": RevokeKeyIn,
     "erase": EraseIn,
+    "upgrade_rules": UpgradeRulesIn,
 }
 
 

@@ -308,6 +308,14 @@ class GraphWrites:
         """Revoke a signing key (admin only)."""
         return self._send("revoke_key", agent, "", command_id, {"key_id": key_id})
 
+    def upgrade_rules(self, to: int, *, agent: str, command_id: str | None = None) -> Receipt:
+        """Move the graph to governor rules revision ``to`` from now on (admin only).
+
+        Decisions already made keep the revision they were made under; ``verify`` replays
+        each under its own (:mod:`claimgraph.core.governor.revisions`).
+        """
+        return self._send("upgrade_rules", agent, "", command_id, {"to": to})
+
     def erase(
         self, claim_id: str, *, agent: str, reason: str, command_id: str | None = None
     ) -> Receipt:

@@ -37,6 +37,7 @@ from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import catch_up, collect, horizon_of
 from claimgraph.projections.rows import META, version_of
+from claimgraph.service.chain import check_chain
 from claimgraph.service.graph import Graph
 from claimgraph.streams.embedded import GOVERNOR_POSITION, fold_decisions
 
@@ -129,11 +130,15 @@ def verify(
         n_decisions = logs.decisions.end()
         whole = start is None and end is None
         lo, hi = _range(start or 0, end, n_decisions - 1) if n_decisions else (0, -1)
+        check_chain(graph, start=lo, upto=hi)  # before anything else: the raw logs
         state = _state_before(graph, lo, None)
         if lo <= hi:
             first = logs.decisions.get(lo)
             assert first is not None
-            pos = decode_decision(first.value)["input_offset"]
+            head_of_range = decode_decision(first.value)
+            pos = head_of_range["input_offset"]
+            if head_of_range["rules"] >= 2:  # the log before the range is taken as given
+                state.chain = bytes.fromhex(head_of_range["prev_hash"])
         else:
             pos = 0
         first_pos = pos
@@ -147,8 +152,6 @@ def verify(
                 break
             decisions = logs.decisions.read(version, len(commands))
             for i, rec in enumerate(commands):
-                d = decide(state, rec.value, rec.offset, rec.timestamp)
-                data = encode_decision(d)
                 if i >= len(decisions):
                     raise IntegrityError(
                         f"command at offset {rec.offset} has no decision "
@@ -156,9 +159,12 @@ def verify(
                         version,
                     )
                 logged = decisions[i]
+                rules = decode_decision(logged.value)["rules"]  # re-decided under its revision
+                d = decide(state, rec.value, rec.offset, rec.timestamp, rules=rules)
+                data = encode_decision(d)
                 if logged.value != data and not same_decision(logged.value, d):
                     raise IntegrityError(_describe(version, logged.value, data), version)
-                state.evolve(d, version)
+                state.evolve(d, version, logged.value)
                 version += 1
                 n_commands += 1
             pos = commands[-1].offset + 1

@@ -348,6 +348,14 @@ class ReadBlockedIn(_Base):
         )
 
 
+class UpgradeRulesIn(_Base):
+    type: Literal["upgrade_rules"]
+    to: Annotated[int, Field(ge=1, le=2**31 - 1)]
+
+    def to_command(self, graph: str) -> Command:
+        return cast(Command, {**self.envelope(graph), "type": "upgrade_rules", "to": self.to})
+
+
 CommandIn = Annotated[
     ClaimIn
     | RetractIn
@@ -359,7 +367,8 @@ CommandIn = Annotated[
     | ReadBlockedIn
     | EraseIn
     | RegisterKeyIn
-    | RevokeKeyIn,
+    | RevokeKeyIn
+    | UpgradeRulesIn,
     Field(discriminator="type"),
 ]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(CommandIn)

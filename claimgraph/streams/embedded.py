@@ -50,7 +50,7 @@ def fold_decisions(
             break
         for rec in records:
             d = decode_decision(rec.value)
-            ch = state.evolve(d, rec.offset)
+            ch = state.evolve(d, rec.offset, rec.value)
             if projector is not None and rec.offset > applied:
                 projector.stage(rec.offset, d, ch)
         pos = records[-1].offset + 1
@@ -114,9 +114,10 @@ class EmbeddedRuntime:
         times: list[int] = []
         for rec in records:
             d = decide(state, rec.value, rec.offset, rec.timestamp)
-            ch = state.evolve(d, version)
+            data = encode_decision(d)
+            ch = state.evolve(d, version, data)
             projector.stage(version, d, ch)
-            encoded.append(encode_decision(d))
+            encoded.append(data)
             times.append(rec.timestamp)
             out.append((version, d))
             version += 1

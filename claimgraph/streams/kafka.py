@@ -35,11 +35,12 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from claimgraph.core.chain import ChainChecker
 from claimgraph.core.governor import decide
 from claimgraph.core.model import Decision
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision, encode_decision, same_decision
-from claimgraph.errors import ClaimgraphError, IntegrityError, StorageError
+from claimgraph.errors import ClaimgraphError, DecodeError, IntegrityError, StorageError
 from claimgraph.logs.kafka import KafkaConfig, consumer_lag, read_partition, topic_partitions
 from claimgraph.streams.jsonlog import log_event
 
@@ -115,7 +116,7 @@ def fold_partition(
         if st is None:
             st = states[graph] = GraphState(graph)
             st.offsets = []
-        st.evolve(d, st.decisions)
+        st.evolve(d, st.decisions, rec.value)
         assert st.offsets is not None
         st.offsets.append(rec.offset)
         n += 1
@@ -293,9 +294,9 @@ class KafkaGovernor:
                     st = self.states[graph] = GraphState(graph)
                     st.offsets = []
                 d = decide(st, m.value() or b"", int(m.offset() or 0), m.timestamp()[1])
-                st.evolve(d, st.decisions)
-                self._count(d)
                 last_value = encode_decision(d)
+                st.evolve(d, st.decisions, last_value)
+                self._count(d)
                 self._produce(producer, graph, last_value, on_delivery)
             last = int(msgs[-1].offset() or 0)
             positions = [
@@ -442,6 +443,20 @@ class KafkaGovernor:
                 time.sleep(1.0)
 
 
+def _decoded(logged: bytes) -> Decision | None:
+    """A logged decision (None if it cannot be read: the replay then reports a mismatch)."""
+    try:
+        return decode_decision(logged)
+    except DecodeError:
+        return None
+
+
+def _rules_of(logged: bytes) -> int | None:
+    """The rules revision a logged decision names."""
+    d = _decoded(logged)
+    return None if d is None else d["rules"]
+
+
 def verify_partition(
     cfg: KafkaConfig, partition: int, progress: Callable[[int, int], None] | None = None
 ) -> tuple[int, int]:
@@ -470,6 +485,12 @@ def verify_partition(
             f"{len(decisions)} decisions",
             None,
         )
+    chains: dict[str, ChainChecker] = {}  # first the hash chain, one per graph
+    for (cmd, key), (dec, _) in zip(decided, decisions, strict=True):
+        graph = key.decode("utf-8", "replace") if key else UNKEYED
+        logged = _decoded(dec.value)
+        if logged is not None:
+            chains.setdefault(graph, ChainChecker()).add(dec.offset, dec.value, logged, cmd.value)
     states: dict[str, GraphState] = {}
     pending: list[tuple[str, int]] = []
     prev_offset: int | None = None
@@ -486,14 +507,14 @@ def verify_partition(
         if st is None:
             st = states[graph] = GraphState(graph)
             st.offsets = []
-        d = decide(st, cmd.value, cmd.offset, cmd.timestamp)
+        d = decide(st, cmd.value, cmd.offset, cmd.timestamp, rules=_rules_of(dec.value))
         if encode_decision(d) != dec.value and not same_decision(dec.value, d):
             raise IntegrityError(
                 f"decision at version {dec.offset} (partition {partition}) "
                 "differs from the governor's replay",
                 dec.offset,
             )
-        st.evolve(d, st.decisions)
+        st.evolve(d, st.decisions, dec.value)
         pending.append((graph, dec.offset))
         if progress is not None and i % 1000 == 0:
             progress(i, len(decided))

@@ -178,7 +178,7 @@ class KafkaProjector:
             offset = int(m.offset() or 0)
             value = m.value() or b""
             d = decode_decision(value)
-            ch = self.state.evolve(d, offset)
+            ch = self.state.evolve(d, offset, value)
             self._last_value = value
             if offset > applied:
                 self.projector.stage(offset, d, ch)

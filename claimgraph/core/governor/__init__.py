@@ -14,12 +14,13 @@ The rules live in one module each, and this module only dispatches:
 ========================  ==================================================================
 ``authority``             signatures and keys, refusals from the ingress, who may write an
                           edge type (writers and grants), ``publish_schema``, ``grant``,
-                          ``revoke``
+                          ``revoke``, ``upgrade_rules``
 ``claims``                ``assert`` / ``deny``: cardinality, polarity, staleness, policies
 ``conflicts``             the calibrated merge, ``resolve``, releasing claims
 ``lifecycle``             ``retract`` and ``erase``
 ``exits``                 ``tick``, ``read_blocked``, ``escalate``: leaving quarantine
 ``base``                  the empty decision, :class:`Refusal`, field checks
+``revisions``             which rules revision decides: every decision records its own
 ========================  ==================================================================
 """
 
@@ -28,13 +29,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+from claimgraph.core.chain import command_digest
 from claimgraph.core.governor.authority import HANDLERS as _AUTHORITY
-from claimgraph.core.governor.authority import grant, open_signed, publish, revoke, unsigned
+from claimgraph.core.governor.authority import (
+    grant,
+    open_signed,
+    publish,
+    revoke,
+    unsigned,
+    upgrade_rules,
+)
 from claimgraph.core.governor.base import Refusal, check_id, conflict_id_for, new_decision
 from claimgraph.core.governor.claims import claim, signals_of
 from claimgraph.core.governor.conflicts import resolve
 from claimgraph.core.governor.exits import escalate, read_blocked, tick
 from claimgraph.core.governor.lifecycle import erase, retract
+from claimgraph.core.governor.revisions import CURRENT, at_least
 from claimgraph.core.model import (
     LIMITS,
     Command,
@@ -50,12 +60,31 @@ from claimgraph.errors import DecodeError
 __all__ = ["conflict_id_for", "decide", "decide_command"]
 
 
-def decide(state: GraphState, data: bytes, input_offset: int, log_time: int) -> Decision:
-    """Decide one command given as bytes from the commands log."""
+def decide(
+    state: GraphState, data: bytes, input_offset: int, log_time: int, *, rules: int | None = None
+) -> Decision:
+    """Decide one command given as bytes from the commands log.
+
+    The rules revision is the graph's (that of its last decision; :data:`CURRENT` for an
+    empty graph) unless ``rules`` names one: ``verify`` re-decides every command under the
+    revision its logged decision was made under.
+    """
+    if rules is None:
+        rules = CURRENT if state.rules is None else state.rules
+    d = _decide(state, data, input_offset, log_time, rules)
+    if at_least(d, 2):  # the decisions log is a hash chain (core.chain)
+        d["command_sha256"] = command_digest(data)
+        d["prev_hash"] = state.chain.hex()
+    return d
+
+
+def _decide(
+    state: GraphState, data: bytes, input_offset: int, log_time: int, rules: int
+) -> Decision:
     try:
         cmd = decode_command(data)
     except DecodeError as exc:
-        d = new_decision(state, None, "undecodable", input_offset, log_time)
+        d = new_decision(state, None, "undecodable", input_offset, log_time, rules)
         d["reason"] = exc.reason
         d["detail"] = exc.detail[: LIMITS["detail"]]
         return d
@@ -64,21 +93,25 @@ def decide(state: GraphState, data: bytes, input_offset: int, log_time: int) -> 
         try:
             inner, key_id = open_signed(state.keys, cast(SignedCommand, cast(object, cmd)))
         except Refusal as r:
-            return _rejected(new_decision(state, None, "signed", input_offset, log_time), r)
-        d = decide_command(state, inner, input_offset, log_time)
+            d = new_decision(state, None, "signed", input_offset, log_time, rules)
+            return _rejected(d, r)
+        d = decide_command(state, inner, input_offset, log_time, rules)
         d["signed_by"] = key_id
         return d
     if state.keys_active:
-        d = new_decision(state, cmd, cast(str, cmd.get("type", "claim")), input_offset, log_time)
+        ctype = cast(str, cmd.get("type", "claim"))
+        d = new_decision(state, cmd, ctype, input_offset, log_time, rules)
         d["command_id"] = ""  # not remembered: a forged copy must not burn the genuine id
         return _rejected(d, unsigned(state, cmd))
-    return decide_command(state, cmd, input_offset, log_time)
+    return decide_command(state, cmd, input_offset, log_time, rules)
 
 
-def decide_command(state: GraphState, cmd: Command, input_offset: int, log_time: int) -> Decision:
-    """Decide one decoded command."""
+def decide_command(
+    state: GraphState, cmd: Command, input_offset: int, log_time: int, rules: int = CURRENT
+) -> Decision:
+    """Decide one decoded command under rules revision ``rules``."""
     ctype = cast(str, cmd.get("type", "claim"))
-    d = new_decision(state, cmd, ctype, input_offset, log_time)
+    d = new_decision(state, cmd, ctype, input_offset, log_time, rules)
     try:
         _check_envelope(state, cmd, d)
         _HANDLERS[ctype](state, cmd, d)
@@ -149,6 +182,7 @@ _HANDLERS: dict[str, Callable[[GraphState, Command, Decision], None]] = {
     "publish_schema": publish,
     "grant": grant,
     "revoke": revoke,
+    "upgrade_rules": upgrade_rules,
     "tick": tick,
     "read_blocked": read_blocked,
     "escalate": escalate,

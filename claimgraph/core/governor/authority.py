@@ -38,6 +38,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from claimgraph.core.entities import SEP, KeyState
 from claimgraph.core.governance import iso_utc as _iso
 from claimgraph.core.governor.base import Refusal, check_id, check_text, require_schema
+from claimgraph.core.governor.revisions import CURRENT
 from claimgraph.core.model import (
     LIMITS,
     Command,
@@ -50,6 +51,7 @@ from claimgraph.core.model import (
     RevokeCommand,
     RevokeKeyCommand,
     SignedCommand,
+    UpgradeRulesCommand,
 )
 from claimgraph.core.schema import EdgeType, parse_schema
 from claimgraph.core.wire import decode_command
@@ -64,6 +66,7 @@ __all__ = [
     "Refusal",
     "open_signed",
     "unsigned",
+    "upgrade_rules",
 ]
 
 CONTEXT = b"claimgraph-signed-v1\x00"
@@ -301,3 +304,20 @@ def revoke(state: GraphState, cmd: Command, d: Decision) -> None:
     d["kind"] = "accepted"
     d["reason"] = Reason.REVOKED.value
     d["target"] = c["grant_id"]
+
+
+def upgrade_rules(state: GraphState, cmd: Command, d: Decision) -> None:
+    """An admin moves the graph to a newer rules revision; this decision is made under it."""
+    c = cast(UpgradeRulesCommand, cmd)
+    require_admin(state, c["agent"])
+    to = c["to"]
+    now = CURRENT if state.rules is None else state.rules  # the revision in force before it
+    if not isinstance(to, int) or not now < to <= CURRENT:
+        raise Refusal(
+            Reason.INVALID_FIELD,
+            f"to must be a rules revision after {now} and at most {CURRENT}, got {to!r}",
+        )
+    d["rules"] = to
+    d["kind"] = "accepted"
+    d["reason"] = Reason.RULES_UPGRADED.value
+    d["detail"] = f"rules revision {to} decides from this version on (was {now})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from claimgraph.core.governor.revisions import CURRENT
 from claimgraph.core.model import (
     LIMITS,
     Command,
@@ -32,8 +33,14 @@ def conflict_id_for(command_id: str) -> str:
 
 
 def new_decision(
-    state: GraphState, cmd: Command | None, ctype: str, offset: int, log_time: int
+    state: GraphState,
+    cmd: Command | None,
+    ctype: str,
+    offset: int,
+    log_time: int,
+    rules: int = CURRENT,
 ) -> Decision:
+    """The decision a rule fills in: a rejection with no effects, under ``rules``."""
     c = cast(dict[str, Any], cmd or {})
     return {
         "graph": state.graph,
@@ -65,6 +72,9 @@ def new_decision(
         "run_id": None,
         "key": None,
         "signed_by": None,
+        "rules": rules,
+        "command_sha256": "",
+        "prev_hash": "",
     }
 
 

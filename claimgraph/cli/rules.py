@@ -1,0 +1,73 @@
+"""CLI commands for the governor's rules revisions and the decisions hash chain."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from claimgraph.cli.common import CTX, AgentOpt, JsonOpt, emit, graph_session, print_receipt, say
+from claimgraph.core.governor.revisions import CHANGES, CURRENT, LEGACY
+from claimgraph.errors import ConfigError
+
+__all__ = ["register", "rules_app"]
+
+rules_app = typer.Typer(
+    help="Governor rules revisions: which one decides this graph, and upgrading it.",
+    no_args_is_help=True,
+)
+
+
+@rules_app.command("show")
+def rules_show(as_json: JsonOpt = False) -> None:
+    """The rules revision deciding this graph, and what each revision changed."""
+    with graph_session() as g:
+        last = g.decisions(g.head(), 1) if g.head() >= 0 else []
+        now = last[0][1]["rules"] if last else CURRENT
+    if as_json:
+        emit({"rules": now, "current": CURRENT, "changes": CHANGES})
+        return
+    say(f"this graph decides under rules revision {now} (the newest is {CURRENT})")
+    for rev in range(LEGACY, CURRENT + 1):
+        for line in CHANGES[rev]:
+            say(f"  {rev}: {line}")
+    if now < CURRENT:
+        say(f"upgrade with: claimgraph rules upgrade --to {CURRENT} --agent ADMIN")
+
+
+@rules_app.command("upgrade")
+def rules_upgrade(
+    to: Annotated[int, typer.Option("--to", help="The revision to take effect.")] = CURRENT,
+    agent: AgentOpt = "admin",
+    as_json: JsonOpt = False,
+) -> None:
+    """Move the graph to a newer rules revision from now on (an admin, through the log)."""
+    with graph_session() as g:
+        r = g.upgrade_rules(to, agent=agent)
+        print_receipt(r, as_json)
+        if r.kind == "rejected":
+            raise typer.Exit(1)
+
+
+def digest(
+    at: Annotated[
+        int | None, typer.Option("--at", help="The version to digest (default: head).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The decisions hash chain's digest at a version: keep it; `verify --digest` checks it."""
+    if CTX.bootstrap:
+        raise ConfigError("digest reads the embedded logs; on Kafka, verify checks the chain")
+    from claimgraph.service.chain import check_chain
+
+    with graph_session() as g:
+        rep = check_chain(g, upto=at)
+    if as_json:
+        emit(rep.as_dict())
+    else:
+        say(f"{rep.digest}  version {rep.version}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(rules_app, name="rules")
+    app.command("digest")(digest)

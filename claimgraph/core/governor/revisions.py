@@ -1,0 +1,39 @@
+"""Governor rules revisions: fixing a rule never changes how an old log replays (pure).
+
+Every decision records the rules revision that made it (``rules``). A graph decides under
+the revision of its last decision; a new, empty graph under :data:`CURRENT`. A newer revision
+takes effect only from an admin's ``upgrade_rules`` command in the log, so a graph written
+under revision 1 keeps deciding under revision 1 until its admin upgrades it. The rules of
+every revision stay in the code: a rule that changed reads the revision of the decision it
+is filling (``at_least(d, 2)``) and keeps its old branch, and ``verify`` re-decides each
+command under the revision its logged decision names — as deterministic workflow engines
+keep old code paths for replay.
+
+Revisions:
+
+1. The rules of every decision written before revisions were recorded.
+2. The decisions log is a hash chain (each decision carries the SHA-256 of the command it
+   decides and the chain hash before it); the hostile-input and fail-closed fixes of the
+   trust issue (see :data:`CHANGES`). The ``upgrade_rules`` decision that moves a graph to 2
+   starts the chain, anchored on every decision before it.
+"""
+
+from __future__ import annotations
+
+from claimgraph.core.model import Decision
+
+__all__ = ["CHANGES", "CURRENT", "LEGACY", "at_least"]
+
+LEGACY = 1
+CURRENT = 2
+
+# What each revision changed, for `claimgraph rules show` and the docs.
+CHANGES: dict[int, tuple[str, ...]] = {
+    1: ("the rules before revisions were recorded",),
+    2: ("decisions carry the command's SHA-256 and the hash chain before them (tamper-evident)",),
+}
+
+
+def at_least(d: Decision, revision: int) -> bool:
+    """Whether the decision being made is under ``revision`` or a newer one."""
+    return d["rules"] >= revision
