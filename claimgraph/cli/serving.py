@@ -59,7 +59,7 @@ def runs_show(
     """A run's trace: the pinned version, each read (query, digest), write and tool call."""
     import json
 
-    from claimgraph.service.runs import RunNotFound
+    from claimgraph.errors import RunNotFound
 
     with graph_session() as g:
         events = g.run_events(run_id)

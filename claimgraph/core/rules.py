@@ -25,11 +25,9 @@ from typing import Any
 import celpy
 from celpy import celtypes
 
-__all__ = ["RuleError", "compile_cel", "evaluate", "matches"]
+from claimgraph.errors import RuleError
 
-
-class RuleError(Exception):
-    """A CEL expression could not be evaluated (missing key, wrong type, ...)."""
+__all__ = ["compile_cel", "evaluate", "matches"]
 
 
 _ENV = celpy.Environment()

@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from claimgraph import __version__
 from claimgraph.core.model import LIMITS, Command, Decision, Reason
 from claimgraph.core.wire import encode_command
-from claimgraph.errors import ClaimgraphError, InputError, NotFoundError
+from claimgraph.errors import ClaimgraphError, InputError, NotFoundError, RunNotFound
 from claimgraph.http.auth import Principal, TokenFile
 from claimgraph.http.bodies import (
     ADMIN_TYPES,
@@ -56,7 +56,7 @@ from claimgraph.http.bodies import (
 from claimgraph.http.problems import error_problem, problem, status_for
 from claimgraph.service.api import Receipt, node
 from claimgraph.service.escalations import escalations as escalation_payloads
-from claimgraph.service.runs import READ_OPS, RunNotFound, check_event
+from claimgraph.service.runs import READ_OPS, check_event
 from claimgraph.service.signers import Signer
 
 __all__ = ["create_app", "decision_json", "openapi_document", "receipt_json"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from claimgraph.core.wire import decode_run_event, encode_run_event
-from claimgraph.errors import ClaimgraphError, InputError, NotFoundError
+from claimgraph.errors import ClaimgraphError, InputError, RunNotFound
 
 if TYPE_CHECKING:
     from claimgraph.service.api import NodeLike, Receipt
@@ -33,7 +33,6 @@ __all__ = [
     "READ_OPS",
     "ReplayReport",
     "Run",
-    "RunNotFound",
     "RunSummary",
     "RunsMixin",
     "Snapshot",
@@ -189,14 +188,6 @@ class RunsMixin:
         if not events:
             raise RunNotFound(run_id)
         return replay(self, events)  # type: ignore[arg-type]
-
-
-class RunNotFound(NotFoundError):
-    """No run with that id in the runs log."""
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-        super().__init__(f"no run {run_id!r} in the runs log (claimgraph runs list)")
 
 
 def _pins_of(graph: Any) -> Any:
