@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from claimgraph.core.model import Progress
-from claimgraph.errors import ConfigError, VersionPruned
+from claimgraph.errors import ConfigError, NotFoundError, VersionPruned
 from claimgraph.projections.rows import HISTORY, INPUT, META, unpack_version
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ class PinRegistry:
         with self._locked() as doc:
             raw = doc["pins"].get(pin_id)
             if raw is None:
-                raise ConfigError(f"no live pin {pin_id!r} (it expired or was removed)")
+                raise NotFoundError(f"no live pin {pin_id!r} (it expired or was removed)")
             raw["expires_at"] = self._clock() + int(lease * 1000)
             return Pin(**raw)
 
