@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from claimgraph.core.wire import decode_run_event, encode_run_event
-from claimgraph.errors import ClaimgraphError, InputError, RunNotFound
+from claimgraph.errors import ClaimgraphError, ConfigError, InputError, RunNotFound
 
 if TYPE_CHECKING:
     from claimgraph.service.api import NodeLike, Receipt
@@ -194,7 +194,7 @@ def _pins_of(graph: Any) -> Any:
     """The graph's retention pin registry, if it keeps one (HTTP clients do not)."""
     try:
         return getattr(graph, "pins", None)
-    except Exception:  # e.g. a Kafka graph opened without a projection directory
+    except ConfigError:  # a Kafka graph opened without a projection directory
         return None
 
 
