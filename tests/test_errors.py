@@ -220,8 +220,8 @@ def test_sdk_raises_the_family_the_server_answered(
 NOT_IN_THE_TREE = {
     "claimgraph.core.governor.base.Refusal",
     "claimgraph.streams.kafka._Stuck",
-    "claimgraph.core.avro.AvroDecodeError",
-    "claimgraph.core.avro.UnsupportedSchema",
+    "claimgraph.core.avro.varints.AvroDecodeError",
+    "claimgraph.core.avro.nodes.UnsupportedSchema",
 }
 
 
