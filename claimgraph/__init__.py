@@ -32,13 +32,19 @@ from claimgraph.core.model import (
 )
 from claimgraph.core.schema import GraphSchema, parse_schema
 from claimgraph.errors import (
+    ArbiterError,
     AuthError,
     ClaimgraphError,
     ConfigError,
     DecodeError,
+    FencedError,
+    GovernorFenced,
     InputError,
     IntegrityError,
     NotFoundError,
+    ResolverError,
+    RuleError,
+    RunNotFound,
     SchemaError,
     StorageError,
     UnknownSlotError,
@@ -51,7 +57,7 @@ from claimgraph.projections.retention import Pin, PinRegistry
 from claimgraph.service.graph import Graph, Receipt
 from claimgraph.service.graph import open_graph as open
 from claimgraph.service.replica import Replica, open_replica
-from claimgraph.service.runs import Run, RunNotFound, Snapshot
+from claimgraph.service.runs import Run, Snapshot
 from claimgraph.service.schemas import load_schema_file
 from claimgraph.service.signers import Signer
 from claimgraph.service.traces import ReplayReport, RunSummary
@@ -74,6 +80,7 @@ def connect(url: str, token: str | None = None, **kw: _Any) -> HttpGraph:
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArbiterError",
     "AuthError",
     "Cardinality",
     "ClaimgraphError",
@@ -83,6 +90,8 @@ __all__ = [
     "DecisionKind",
     "DecodeError",
     "EdgeView",
+    "FencedError",
+    "GovernorFenced",
     "Graph",
     "GraphSchema",
     "InputError",
@@ -98,6 +107,8 @@ __all__ = [
     "Receipt",
     "ReplayReport",
     "Replica",
+    "ResolverError",
+    "RuleError",
     "Run",
     "RunNotFound",
     "RunSummary",

@@ -1,30 +1,55 @@
-"""The one exception tree of claimgraph; HTTP and the CLI map it to status and exit codes.
+"""The one exception tree of claimgraph; the edges map each family to an exit code and a status.
 
-ClaimgraphError                 root: every error we raise on purpose
-├── ConfigError                 bad options, missing data directory, wrong graph
-├── SchemaError                 a graph schema (policy YAML) is invalid; carries file and path
-├── InputError                  a command given at the edge (JSON, CLI flags) is malformed
-├── DecodeError                 bytes on a log are not a record we know (wire contract)
-├── VersionError                a read at a version that cannot be served
-│   ├── VersionNotYetAvailable  above head, and the wait timed out
-│   └── VersionPruned           below the retention horizon (never a silently wrong answer)
-├── UnknownSlotError            a read hit a quarantined slot whose policy is on_unknown: halt
-├── IntegrityError              verify/audit found a difference; names the first version
-├── StorageError                the local store is locked, corrupt or missing
-├── NotFoundError               no such run, claim or conflict (HTTP 404)
-└── AuthError                   the HTTP API refused the caller's identity (401/403); has reason
+Every error claimgraph raises on purpose is a :class:`ClaimgraphError`. The root's children
+are the *families*: each has an exit code of its own (``exit_code``, which the CLI's ``main``
+exits with) and an HTTP status (mapped in ``claimgraph.http.problems``). A member shares its
+family's exit code and may narrow the status. The tree below and README.md's exit-code table
+are tested against these classes.
+
+                              exit  HTTP
+ClaimgraphError                  1  500      root; nothing is raised as the root itself
+├── ConfigError                  2  422      bad options, missing data directory, wrong graph
+├── SchemaError                  3  422      a graph schema (policy YAML) is invalid; file, path
+├── InputError                   4  422      a command given at the edge is malformed
+├── VersionError                 5  409      a read at a version that cannot be served
+│   ├── VersionNotYetAvailable   5  409      above head, and the wait timed out
+│   └── VersionPruned            5  410      below the retention horizon (never a wrong answer)
+├── UnknownSlotError             6  409      a read hit a quarantined slot whose policy is halt
+├── IntegrityError               7  500      verify, audit or a replay found a difference
+├── StorageError                 8  503      a store or broker is locked, corrupt, missing or away
+├── NotFoundError                9  404      no such claim, conflict, run, pin, checkpoint, schema
+│   └── RunNotFound              9  404      no run with that id in the runs log
+├── AuthError                   10  401/403  the HTTP API refused the caller's identity
+├── FencedError                 11  503      another process took over what this one wrote
+│   └── GovernorFenced          11  503      another governor owns the partition now
+├── DecodeError                 12  422      bytes on a log are not a record of the wire contract
+└── ResolverError               13  500      a resolver reached no verdict (its chain moves on)
+    ├── RuleError               13  500      a CEL rule could not be evaluated
+    └── ArbiterError            13  500      the arbitration agent failed or gave no verdict
+
+Not in the tree, on purpose: control-flow signals that never leave their module —
+``core.governor.base.Refusal`` (a rule refusing a command: it becomes a ``rejected``
+decision) and ``streams.kafka._Stuck`` (a librdkafka call past its bound: the producer is
+abandoned). ``core.avro``'s ``AvroDecodeError`` and ``UnsupportedSchema`` are the codec's own,
+and ``core.wire`` turns the first into :class:`DecodeError`.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "ArbiterError",
     "AuthError",
     "ClaimgraphError",
     "ConfigError",
     "DecodeError",
+    "FencedError",
+    "GovernorFenced",
     "InputError",
     "IntegrityError",
     "NotFoundError",
+    "ResolverError",
+    "RuleError",
+    "RunNotFound",
     "SchemaError",
     "StorageError",
     "UnknownSlotError",
@@ -78,6 +103,8 @@ class InputError(ClaimgraphError):
 
 class DecodeError(ClaimgraphError):
     """Bytes are not a record of the wire contract. ``reason`` is a machine-readable code."""
+
+    exit_code = 12
 
     def __init__(self, reason: str, detail: str) -> None:
         self.reason = reason
@@ -133,15 +160,23 @@ class IntegrityError(ClaimgraphError):
 
 
 class StorageError(ClaimgraphError):
-    """The local store is locked by another process, corrupt or missing."""
+    """A store is locked by another process, corrupt or missing, or a broker is away."""
 
     exit_code = 8
 
 
 class NotFoundError(ClaimgraphError):
-    """No such run, claim or conflict."""
+    """No such claim, conflict, escalation, run, pin, checkpoint or schema."""
 
     exit_code = 9
+
+
+class RunNotFound(NotFoundError):
+    """No run with that id in the runs log."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"no run {run_id!r} in the runs log (claimgraph runs list)")
 
 
 class AuthError(ClaimgraphError):
@@ -158,3 +193,27 @@ class AuthError(ClaimgraphError):
         self.detail = detail
         self.status = status
         super().__init__(f"{reason}: {detail}")
+
+
+class FencedError(ClaimgraphError):
+    """Another process took over what this one was writing; this one must stop."""
+
+    exit_code = 11
+
+
+class GovernorFenced(FencedError):
+    """Another governor took over this partition (or the transaction is unrecoverable)."""
+
+
+class ResolverError(ClaimgraphError):
+    """A resolver reached no verdict; the resolver chain records why and tries the next."""
+
+    exit_code = 13
+
+
+class RuleError(ResolverError):
+    """A CEL expression could not be evaluated (missing key, wrong type, ...)."""
+
+
+class ArbiterError(ResolverError):
+    """The arbiter failed or answered something that is not a verdict."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import claimgraph
-from claimgraph.errors import ConfigError, StorageError
+from claimgraph.errors import ConfigError, NotFoundError, StorageError
 from claimgraph.projections.checkpoints import checkpoint_graph, list_checkpoints, restore_graph
 from claimgraph.service.audit import audit, digest_at, verify
 from claimgraph.service.graph import Graph, open_graph
@@ -108,10 +108,10 @@ def test_restore_refuses_while_open_and_without_checkpoints(tmp_path: Path) -> N
             restore_graph(path)
     finally:
         g.close()
-    with pytest.raises(ConfigError, match="no checkpoint 'v7'"):
+    with pytest.raises(NotFoundError, match="no checkpoint 'v7'"):
         restore_graph(path, "v7")
     shutil.rmtree(path / "checkpoints")
-    with pytest.raises(ConfigError, match="no checkpoints"):
+    with pytest.raises(NotFoundError, match="no checkpoints"):
         restore_graph(path)
 
 

@@ -161,7 +161,9 @@ def test_submit_gives_one_decision_per_line_even_for_garbage(workdir: Path) -> N
         ),
         (["--data", "g", "get", "depends_on", "nocolon", "service:b"], 4, "type:id"),
         (["--data", "g", "resolve", "cf:x", "--agent", "sre-oncall"], 4, "--winner"),
-        (["--data", "g", "claim", "nope"], 1, "no claim"),
+        (["--data", "g", "claim", "nope"], 9, "no claim 'nope' at version -1"),
+        (["--data", "g", "escalations", "cf:nope"], 9, "no conflict 'cf:nope'"),
+        (["--data", "g", "schema", "show"], 9, "no schema has been published"),
     ],
 )
 def test_errors_are_one_clear_line(workdir: Path, args: list[str], code: int, phrase: str) -> None:

@@ -27,9 +27,9 @@ def test_version_commands_fail_in_one_line(workdir: Path) -> None:  # noqa: F811
         (["gc", "--horizon", "7"], 2, "above head"),
         (["audit", "--at", "3", "--from", "3"], 2, "not both"),
         (["verify", "--from", "2", "--to", "9"], 2, "above head"),
-        (["checkpoint", "restore"], 2, "no checkpoints"),
+        (["checkpoint", "restore"], 9, "no checkpoints"),
         (["pin", "add", "1"], 5, "was pruned"),
-        (["pin", "remove", "nope"], 1, "no live pin"),
+        (["pin", "remove", "nope"], 9, "no live pin"),
     ]
     for args, code, text in cases:
         r = _run([*g, *args], workdir)

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from claimgraph.core.wire import decode_decision
-from claimgraph.errors import VersionNotYetAvailable
+from claimgraph.errors import GovernorFenced, VersionNotYetAvailable
 from claimgraph.logs.kafka import KafkaConfig, init_topics, read_partition
 from claimgraph.service.audit import compare_with_reprojection
 from claimgraph.service.kafka_graph import KafkaGraph
-from claimgraph.streams.kafka import GovernorFenced, KafkaGovernor, verify_partition
+from claimgraph.streams.kafka import KafkaGovernor, verify_partition
 from claimgraph.streams.kafka_projector import KafkaProjector
 from tests.conftest import SCHEMA
 from tests.kafka_helpers import fresh_config, governor_thread

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import claimgraph
-from claimgraph.errors import ConfigError, VersionPruned
+from claimgraph.errors import ConfigError, NotFoundError, VersionPruned
 from claimgraph.projections.retention import (
     PinRegistry,
     gc_graph,
@@ -206,7 +206,7 @@ def test_pins_expire_with_their_lease(tmp_path: Path) -> None:
     now[0] += 10_001
     assert reg.live() == []
     assert reg.advance(50) == (50, None)
-    with pytest.raises(ConfigError, match="no live pin"):
+    with pytest.raises(NotFoundError, match="no live pin"):
         reg.renew(p.pin_id, 10)
 
 

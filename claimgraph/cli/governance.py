@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from claimgraph.cli.common import emit, graph_session, print_receipt, say
-from claimgraph.errors import InputError
+from claimgraph.errors import InputError, NotFoundError
 
 __all__ = ["register", "resolvers_app"]
 
@@ -99,7 +99,7 @@ def escalations_cmd(
         if conflict_id is not None:
             p = g.escalation(conflict_id, at=version)
             if p is None:
-                raise InputError(f"no conflict {conflict_id!r} at version {version}")
+                raise NotFoundError(f"no conflict {conflict_id!r} at version {version}")
             if as_json:
                 emit(p)
             else:

@@ -20,7 +20,7 @@ from claimgraph.cli.common import (
     progress,
 )
 from claimgraph.cli.kafka import audit_kafka, verify_kafka
-from claimgraph.errors import ClaimgraphError, ConfigError, InputError
+from claimgraph.errors import ConfigError, InputError, NotFoundError
 
 # -- reads ------------------------------------------------------------------------------------
 
@@ -201,9 +201,10 @@ def claim_show(
 ) -> None:
     """A claim's full record and status at a version: who said what, on what evidence."""
     with graph_session() as g:
-        info = g.claim_info(claim_id, at=at)
+        version = g.head() if at is None else at
+        info = g.claim_info(claim_id, at=version)
         if info is None:
-            raise ClaimgraphError(f"no claim {claim_id!r} at that version")
+            raise NotFoundError(f"no claim {claim_id!r} at version {version}")
         if as_json:
             emit(info)
             return

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from claimgraph.cli.common import CTX, emit, err, graph_session, print_receipt, say
-from claimgraph.errors import ConfigError, IntegrityError
+from claimgraph.errors import ClaimgraphError, ConfigError, IntegrityError
 
 __all__ = ["key_app", "register", "runs_app", "serve"]
 
@@ -59,7 +59,7 @@ def runs_show(
     """A run's trace: the pinned version, each read (query, digest), write and tool call."""
     import json
 
-    from claimgraph.service.runs import RunNotFound
+    from claimgraph.errors import RunNotFound
 
     with graph_session() as g:
         events = g.run_events(run_id)
@@ -246,11 +246,15 @@ def serve(
 
     def ticker() -> None:
         graph.signer = signer
-        while not stop.wait(tick):
-            try:
-                graph.tick(agent="ticker")
-            except Exception as exc:  # the ticker must not take the server down
-                err.print(f"claimgraph: tick failed: {exc}", markup=False)
+        try:
+            while not stop.wait(tick):
+                try:
+                    graph.tick(agent="ticker")
+                except ClaimgraphError as exc:  # e.g. the store or broker is away: next tick
+                    err.print(f"claimgraph: tick failed: {exc}", markup=False)
+        except BaseException:  # a bug: say the ticker stopped (the server goes on), re-raise
+            err.print("claimgraph: the ticker stopped on an internal error", markup=False)
+            raise
 
     if tick > 0:
         threading.Thread(target=ticker, name="claimgraph-ticker", daemon=True).start()

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from claimgraph.cli.common import CTX, emit, graph_session, print_receipt, progress, say
-from claimgraph.errors import ClaimgraphError, ConfigError
+from claimgraph.errors import ConfigError, NotFoundError
 
 __all__ = ["register"]
 
@@ -156,7 +156,7 @@ def pin_remove(pin_id: Annotated[str, typer.Argument(help="The pin's id.")]) -> 
     from claimgraph.projections.retention import PinRegistry
 
     if not PinRegistry(_data()).unpin(pin_id):
-        raise ClaimgraphError(f"no live pin {pin_id!r}")
+        raise NotFoundError(f"no live pin {pin_id!r}")
     say(f"unpinned {pin_id}")
 
 

@@ -27,7 +27,7 @@ from claimgraph.cli.common import (
 )
 from claimgraph.core.model import LIMITS
 from claimgraph.core.wire import encode_command
-from claimgraph.errors import ClaimgraphError, InputError
+from claimgraph.errors import InputError, NotFoundError
 from claimgraph.service.graph import Graph, open_graph
 from claimgraph.service.inputs import now_millis, parse_command
 from claimgraph.service.schemas import load_schema_file
@@ -85,7 +85,7 @@ def schema_show(at: AtOpt = None, as_json: JsonOpt = False) -> None:
     with graph_session() as g:
         row = g.schema_info(at=at)
         if row is None:
-            raise ClaimgraphError("no schema has been published yet")
+            raise NotFoundError("no schema has been published yet")
         if as_json:
             emit(row)
         else:

@@ -24,12 +24,12 @@ from typing import Any
 
 import celpy
 from celpy import celtypes
+from celpy.celparser import CELParseError
+from celpy.evaluation import CELEvalError, CELSyntaxError, CELUnsupportedError
 
-__all__ = ["RuleError", "compile_cel", "evaluate", "matches"]
+from claimgraph.errors import RuleError
 
-
-class RuleError(Exception):
-    """A CEL expression could not be evaluated (missing key, wrong type, ...)."""
+__all__ = ["compile_cel", "evaluate", "matches"]
 
 
 _ENV = celpy.Environment()
@@ -44,7 +44,7 @@ def compile_cel(expr: str) -> str | None:
     """Compile ``expr``; return ``None`` if it is valid CEL, else a one-line problem."""
     try:
         _program(expr)
-    except Exception as exc:  # celpy raises its own parse errors (CELParseError, ...)
+    except CELParseError as exc:  # lark's parse and lex errors, wrapped by celpy
         text = " ".join(str(exc).split())
         return text[:300] or type(exc).__name__
     return None
@@ -59,7 +59,8 @@ def evaluate(expr: str, activation: Mapping[str, Any]) -> Any:
     prog = _program(expr)
     try:
         result = prog.evaluate({k: _to_cel(v) for k, v in activation.items()})
-    except Exception as exc:  # CELEvalError and friends
+    # celpy's evaluator recurses per node: a deeply nested expression exhausts the stack
+    except (CELEvalError, CELSyntaxError, CELUnsupportedError, RecursionError) as exc:
         raise RuleError(" ".join(str(exc).split())[:300]) from None
     if isinstance(result, Exception):
         raise RuleError(str(result)[:300])

@@ -4,7 +4,8 @@ A rejected command answers with the status its reason maps to and a body carryin
 the detail, the version the rejection was recorded at and the decision itself. Errors that
 are not decisions (a read above head, a malformed request) use the same codes where one fits
 (``future_version``, ``invalid_field``, ``malformed``) and a few of their own, listed in
-:data:`HTTP_REASONS`.
+:data:`HTTP_REASONS`. Our errors map by family of the exception tree (:mod:`claimgraph.errors`):
+one reason code, hence one status, per family, as README.md's exit-code table lists them.
 """
 
 from __future__ import annotations
@@ -19,16 +20,28 @@ from claimgraph.errors import (
     ClaimgraphError,
     ConfigError,
     DecodeError,
+    FencedError,
     InputError,
+    IntegrityError,
     NotFoundError,
+    ResolverError,
     SchemaError,
     StorageError,
     UnknownSlotError,
+    VersionError,
     VersionNotYetAvailable,
     VersionPruned,
 )
 
-__all__ = ["HTTP_REASONS", "PROBLEM", "error_problem", "problem", "status_for"]
+__all__ = [
+    "HTTP_REASONS",
+    "PROBLEM",
+    "error_problem",
+    "error_reason",
+    "error_status",
+    "problem",
+    "status_for",
+]
 
 PROBLEM = "application/problem+json"
 
@@ -39,7 +52,9 @@ HTTP_REASONS = (
     "not_implemented",
     "version_pruned",
     "unknown_slot",
+    "version_unavailable",
     "unavailable",
+    "fenced",
     "internal",
 )
 
@@ -81,6 +96,7 @@ _STATUS: dict[str, int] = {
             Reason.CONFLICT_OVERLAP,
             Reason.NOT_IN_CONFLICT,
             Reason.FUTURE_VERSION,
+            "version_unavailable",
             "unknown_slot",
         ),
         409,
@@ -88,7 +104,29 @@ _STATUS: dict[str, int] = {
     "version_pruned": 410,
     "internal": 500,
     "not_implemented": 501,
-    "unavailable": 503,
+    **dict.fromkeys(("unavailable", "fenced"), 503),
+}
+
+
+# The HTTP side of the exception tree (claimgraph.errors): the reason code of each family and
+# of each member that narrows it; the status is the reason's. AuthError and DecodeError answer
+# with the reason they carry, at their family's status (the AuthError's own, 422).
+_ERROR_REASONS: dict[type[ClaimgraphError], str] = {
+    ClaimgraphError: "internal",
+    ConfigError: Reason.INVALID_FIELD,
+    SchemaError: Reason.INVALID_SCHEMA,
+    InputError: Reason.INVALID_FIELD,
+    VersionError: "version_unavailable",
+    VersionNotYetAvailable: Reason.FUTURE_VERSION,
+    VersionPruned: "version_pruned",
+    UnknownSlotError: "unknown_slot",
+    IntegrityError: "internal",
+    StorageError: "unavailable",
+    NotFoundError: "not_found",
+    AuthError: Reason.UNAUTHORIZED,
+    FencedError: "fenced",
+    DecodeError: Reason.MALFORMED,
+    ResolverError: "internal",
 }
 
 
@@ -112,24 +150,33 @@ def problem(reason: str, detail: str, *, status: int | None = None, **extra: Any
     return JSONResponse(body, status_code=code, media_type=PROBLEM, headers=headers)
 
 
+def error_reason(exc: ClaimgraphError) -> str:
+    """The reason code an error answers with: its family's, or the member's that narrows it."""
+    if isinstance(exc, AuthError | DecodeError):
+        return exc.reason  # recorded with its own reason code (not_admin, malformed, ...)
+    return next(_ERROR_REASONS[c] for c in type(exc).__mro__ if c in _ERROR_REASONS)
+
+
+def error_status(exc: ClaimgraphError) -> int:
+    """The HTTP status of one of our errors (the family's, as README.md's table lists it)."""
+    if isinstance(exc, AuthError):
+        return exc.status  # 401 without a known identity, 403 with one
+    return status_for(next(_ERROR_REASONS[c] for c in type(exc).__mro__ if c in _ERROR_REASONS))
+
+
 def error_problem(exc: ClaimgraphError) -> JSONResponse:
     """Map one of our errors to a problem (the HTTP side of the exception tree)."""
-    if isinstance(exc, AuthError):
-        return problem(exc.reason, exc.detail, status=exc.status)
+    extra: dict[str, Any] = {}
     if isinstance(exc, VersionNotYetAvailable):
-        return problem(Reason.FUTURE_VERSION, str(exc), head=exc.head)
-    if isinstance(exc, VersionPruned):
-        return problem("version_pruned", str(exc), horizon=exc.horizon)
-    if isinstance(exc, UnknownSlotError):
-        return problem("unknown_slot", str(exc), conflict_id=exc.conflict_id)
-    if isinstance(exc, NotFoundError):
-        return problem("not_found", str(exc))
+        extra["head"] = exc.head
+    elif isinstance(exc, VersionPruned):
+        extra["horizon"] = exc.horizon
+    elif isinstance(exc, UnknownSlotError):
+        extra["conflict_id"] = exc.conflict_id
     if isinstance(exc, SchemaError):
-        return problem(Reason.INVALID_SCHEMA, exc.report())
-    if isinstance(exc, DecodeError):
-        return problem(exc.reason, exc.detail)
-    if isinstance(exc, InputError | ConfigError):
-        return problem(Reason.INVALID_FIELD, str(exc))
-    if isinstance(exc, StorageError):
-        return problem("unavailable", str(exc))
-    return problem("internal", str(exc))
+        detail = exc.report()
+    elif isinstance(exc, AuthError | DecodeError):
+        detail = exc.detail
+    else:
+        detail = str(exc)
+    return problem(error_reason(exc), detail, status=error_status(exc), **extra)

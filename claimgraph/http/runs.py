@@ -7,10 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from claimgraph.core.model import Reason
-from claimgraph.errors import AuthError, InputError
+from claimgraph.errors import AuthError, InputError, RunNotFound
 from claimgraph.http.bodies import PROBLEM_RESPONSES, RunEventsIn
 from claimgraph.http.context import Context, clean
-from claimgraph.service.runs import RunNotFound, hold_remote_pins
+from claimgraph.service.runs import hold_remote_pins
 from claimgraph.service.traces import check_event, encode_events
 
 __all__ = ["router"]

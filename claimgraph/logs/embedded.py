@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import DbClosedError, Options, Rdict, WriteBatch, WriteOptions
 
 from claimgraph.errors import StorageError
 from claimgraph.logs.base import LogRecord
 
-__all__ = ["EmbeddedLog", "EmbeddedLogStore"]
+__all__ = ["EmbeddedLog", "EmbeddedLogStore", "estimated_keys", "open_rdict", "rocksdb_errors"]
 
 _U64 = struct.Struct(">Q")
 
@@ -29,21 +30,43 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+@contextmanager
+def rocksdb_errors(what: str) -> Iterator[None]:
+    """Inside the block, a RocksDB failure becomes ``StorageError(f"{what}: {detail}")``.
+
+    rocksdict raises the bare ``Exception`` for every RocksDB status (IO error, corruption, a
+    lock held by another process, ...) and ``DbClosedError`` after ``close``. Those are told
+    apart by their exact type here, once, so that any other exception (a bug of ours, e.g. a
+    ``KeyError`` for a str key in raw mode) goes through unchanged.
+    """
+    try:
+        yield
+    except Exception as exc:  # sorted by exact type below: rocksdict has no error class
+        if type(exc) is not Exception and not isinstance(exc, DbClosedError):
+            raise
+        detail = str(exc)
+        if "lock" in detail.lower():
+            detail = "it is in use by another claimgraph process (RocksDB lock held)"
+        raise StorageError(f"{what}: {detail}") from None
+
+
+def estimated_keys(db: Rdict) -> int:
+    """RocksDB's estimate of the number of keys, for progress bars (0 if it has none)."""
+    try:
+        with rocksdb_errors("estimate-num-keys"):
+            return int(db.property_int_value("rocksdb.estimate-num-keys") or 0)
+    except StorageError:  # the scan this sizes meets the same failure and names it
+        return 0
+
+
 def open_rdict(path: Path, *, create: bool) -> Rdict:
     """Open a raw-mode RocksDB, turning lock and corruption errors into StorageError."""
     opts = Options(raw_mode=True)
     opts.create_if_missing(create)
     opts.set_max_background_jobs(2)
     opts.set_keep_log_file_num(3)
-    try:
+    with rocksdb_errors(f"cannot open {path}"):
         return Rdict(str(path), opts)
-    except Exception as exc:
-        msg = str(exc)
-        if "lock" in msg.lower():
-            raise StorageError(
-                f"{path} is in use by another claimgraph process (RocksDB lock held)"
-            ) from None
-        raise StorageError(f"cannot open {path}: {msg}") from None
 
 
 class EmbeddedLog:

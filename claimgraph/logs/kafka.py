@@ -211,6 +211,10 @@ class KafkaLog:
                     break
                 except BufferError:
                     producer.poll(0.05)
+                except KafkaException as exc:  # e.g. a record too large, an unknown partition
+                    raise StorageError(
+                        f"could not append to {self.topic}[{self.partition}]: {exc}"
+                    ) from None
         remaining = producer.flush(60)
         if remaining or errors or any(o is None for o in offsets):
             raise StorageError(

@@ -39,7 +39,7 @@ from typing import Any
 from rocksdict import Checkpoint
 
 from claimgraph.core.state import STATE_FORMAT, ClaimState, EdgeState, GraphState
-from claimgraph.errors import ConfigError, StorageError
+from claimgraph.errors import ConfigError, NotFoundError, StorageError
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.retention import horizon_of
 
@@ -262,13 +262,13 @@ def pick(root: Path, name: str | None = None) -> CheckpointInfo:
     """Checkpoint ``name`` (``v<version>`` or the version) under ``root``, default the newest."""
     found = list_checkpoints(root)
     if not found:
-        raise ConfigError(f"no checkpoints in {root} (create one: claimgraph checkpoint create)")
+        raise NotFoundError(f"no checkpoints in {root} (create one: claimgraph checkpoint create)")
     if name is None:
         return found[-1]
     match = [c for c in found if c.name == name or str(c.version) == name.lstrip("v")]
     if not match:
         names = ", ".join(c.name for c in found)
-        raise ConfigError(f"no checkpoint {name!r} in {root} (have: {names})")
+        raise NotFoundError(f"no checkpoint {name!r} in {root} (have: {names})")
     return match[0]
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from rocksdict import AccessType, Options, Rdict
 
 from claimgraph.errors import StorageError, VersionNotYetAvailable
+from claimgraph.logs.embedded import rocksdb_errors
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import catch_up, horizon_of
@@ -40,12 +41,13 @@ class SecondaryProjection:
         opts = Options(raw_mode=True)
         opts.set_max_open_files(-1)  # keep files the primary compacts away readable until caught up
         try:
-            self.db = Rdict(
-                str(projection), opts, access_type=AccessType.secondary(str(self._scratch))
-            )
-        except Exception as exc:
+            with rocksdb_errors(f"cannot open {projection} as a replica"):
+                self.db = Rdict(
+                    str(projection), opts, access_type=AccessType.secondary(str(self._scratch))
+                )
+        except StorageError:
             shutil.rmtree(self._scratch, ignore_errors=True)
-            raise StorageError(f"cannot open {projection} as a replica: {exc}") from None
+            raise
         self.reader = ProjectionReader(self.db)
         self._seen = -1
         self._caught_up = 0.0
@@ -53,10 +55,8 @@ class SecondaryProjection:
 
     def catch_up(self) -> int:
         """See what the primary has written since; return the head now served."""
-        try:
+        with rocksdb_errors(f"replica of {self.projection} cannot catch up"):
             catch_up(self.db)
-        except Exception as exc:
-            raise StorageError(f"replica of {self.projection} cannot catch up: {exc}") from None
         self._caught_up = time.monotonic()
         self._seen = max(self._seen, ProjectionStore.applied_of(self.db))
         return self._seen

@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from claimgraph.core.model import Progress
-from claimgraph.errors import ConfigError, VersionPruned
+from claimgraph.errors import ConfigError, NotFoundError, VersionPruned
+from claimgraph.logs.embedded import estimated_keys
 from claimgraph.projections.rows import HISTORY, INPUT, META, unpack_version
 
 if TYPE_CHECKING:
@@ -185,7 +186,7 @@ class PinRegistry:
         with self._locked() as doc:
             raw = doc["pins"].get(pin_id)
             if raw is None:
-                raise ConfigError(f"no live pin {pin_id!r} (it expired or was removed)")
+                raise NotFoundError(f"no live pin {pin_id!r} (it expired or was removed)")
             raw["expires_at"] = self._clock() + int(lease * 1000)
             return Pin(**raw)
 
@@ -268,10 +269,7 @@ def collect(
         horizon_changed()  # before any row goes
     wo_fast = WriteOptions()
     wo_fast.sync = False
-    try:
-        total = int(db.property_int_value("rocksdb.estimate-num-keys") or 0)
-    except Exception:  # an estimate only
-        total = 0
+    total = estimated_keys(db)
     scanned = deleted = 0
     wb = WriteBatch(raw_mode=True)
     pending = 0

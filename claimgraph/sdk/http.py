@@ -26,6 +26,7 @@ from claimgraph.core.model import Command, Decision
 from claimgraph.errors import (
     AuthError,
     ClaimgraphError,
+    FencedError,
     InputError,
     NotFoundError,
     StorageError,
@@ -164,6 +165,10 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
             raise UnknownSlotError(detail, str(body.get("conflict_id", "")))
         if reason == "not_found":
             raise NotFoundError(detail)
+        if reason == "unavailable":
+            raise StorageError(detail)
+        if reason == "fenced":
+            raise FencedError(detail)
         if resp.status_code == 422:
             raise InputError(f"{reason}: {detail}")
         raise ClaimgraphError(f"HTTP {resp.status_code} {reason}: {detail}")

@@ -32,7 +32,8 @@ from claimgraph.core.governor import decide
 from claimgraph.core.model import Progress
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision, encode_decision, same_decision
-from claimgraph.errors import ConfigError, IntegrityError, VersionPruned
+from claimgraph.errors import ConfigError, DecodeError, IntegrityError, VersionPruned
+from claimgraph.logs.embedded import estimated_keys, rocksdb_errors
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import catch_up, collect, horizon_of
@@ -183,7 +184,7 @@ def _describe(version: int, logged: bytes, replayed: bytes) -> str:
         a, b = decode_decision(logged), decode_decision(replayed)
         fields = [k for k in b if a.get(k) != b.get(k)]
         what = f" (fields differ: {', '.join(fields)})" if fields else ""
-    except Exception:
+    except DecodeError:
         what = " (the logged record does not decode)"
     return f"decision at version {version} differs from the governor's replay{what}"
 
@@ -205,10 +206,7 @@ def _compare_rows(
     """(rows compared, first differing version or None) over rows with version in [lo, upto]."""
     total = 0
     if progress is not None:
-        try:
-            total = int(live.property_int_value("rocksdb.estimate-num-keys") or 0)
-        except Exception:  # an estimate for the progress bar only
-            total = 0
+        total = estimated_keys(live)
     a, b = live.iter(), fresh.iter()
     a.seek_to_first()
     b.seek_to_first()
@@ -365,13 +363,15 @@ def compare_with_reprojection(cfg: Any, graph: str, path: Path) -> tuple[int, in
 
     scratch = Path(tempfile.mkdtemp(prefix="claimgraph-audit-"))
     try:
-        live = _Rdict(
-            str(path / "projection"),
-            Options(raw_mode=True),
-            access_type=AccessType.secondary(str(scratch / "secondary")),
-        )
+        with rocksdb_errors(f"cannot open {path / 'projection'} as a secondary"):
+            live = _Rdict(
+                str(path / "projection"),
+                Options(raw_mode=True),
+                access_type=AccessType.secondary(str(scratch / "secondary")),
+            )
         try:
-            catch_up(live)
+            with rocksdb_errors(f"cannot catch up with {path / 'projection'}"):
+                catch_up(live)
             head = ProjectionStore.applied_of(live)
             fresh = KafkaProjector(cfg, graph, scratch / "fresh")
             try:

@@ -114,7 +114,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
         self.logs = EmbeddedLogStore(path / "log", create=True, clock=clock)
         try:
             self.projection = ProjectionStore(path / "projection", create=True)
-        except Exception:
+        except BaseException:  # close what is open, whatever failed, and re-raise it
             self.logs.close()
             raise
         self._progress = progress

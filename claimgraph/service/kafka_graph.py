@@ -21,6 +21,7 @@ from rocksdict import AccessType, Options, Rdict
 from claimgraph.core.model import Command, Decision
 from claimgraph.core.wire import decode_decision, encode_command
 from claimgraph.errors import ConfigError, StorageError, VersionNotYetAvailable
+from claimgraph.logs.embedded import rocksdb_errors
 from claimgraph.logs.kafka import KafkaConfig, KafkaLog, partition_for, topic_partitions, watermark
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.reader import ProjectionReader
@@ -65,14 +66,12 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
                     f"projector --graph {graph} --data {projection})"
                 )
             self._secondary = Path(tempfile.mkdtemp(prefix="claimgraph-secondary-"))
-            try:
+            with rocksdb_errors(f"cannot open {primary} as a secondary"):
                 self._db = Rdict(
                     str(primary),
                     Options(raw_mode=True),
                     access_type=AccessType.secondary(str(self._secondary)),
                 )
-            except Exception as exc:
-                raise StorageError(f"cannot open {primary} as a secondary: {exc}") from None
             self.reader = ProjectionReader(self._db)
 
     @property
@@ -171,7 +170,8 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
             raise ConfigError(
                 "reads need a projection: pass --data DIR of a running claimgraph projector"
             )
-        catch_up(self._db)
+        with rocksdb_errors(f"cannot catch up with {self._projection_dir}"):
+            catch_up(self._db)
 
     def head(self) -> int:
         self._catch_up()

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from claimgraph.core.governance import Vote, majority, merge
-from claimgraph.core.rules import RuleError, matches, select
+from claimgraph.core.rules import matches, select
 from claimgraph.core.schema import EdgeType, ResolverSpec
+from claimgraph.errors import ArbiterError, RuleError
 
 __all__ = [
     "Arbiter",
@@ -67,10 +68,6 @@ class Arbiter(Protocol):
     name: str
 
     def arbitrate(self, payload: Mapping[str, Any]) -> Mapping[str, Any]: ...
-
-
-class ArbiterError(Exception):
-    """The arbiter failed or answered something that is not a verdict."""
 
 
 class CommandArbiter:

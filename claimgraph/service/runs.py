@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from claimgraph.errors import InputError, NotFoundError
+from claimgraph.errors import ConfigError, InputError, RunNotFound
 from claimgraph.service.traces import ReplayReport, RunSummary, digest, jsonable, replay, summarize
 
 if TYPE_CHECKING:
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Run",
-    "RunNotFound",
     "RunsMixin",
     "Snapshot",
     "hold_remote_pins",
@@ -107,14 +106,6 @@ class RunsMixin:
         return replay(self, events)  # type: ignore[arg-type]
 
 
-class RunNotFound(NotFoundError):
-    """No run with that id in the runs log."""
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-        super().__init__(f"no run {run_id!r} in the runs log (claimgraph runs list)")
-
-
 def hold_remote_pins(graph: Any, events: Sequence[dict[str, Any]], agent: str) -> None:
     """Pins the server holds for runs of remote clients (which keep no registry of their own).
 
@@ -139,7 +130,7 @@ def pins_of(graph: Any) -> Any:
     """The graph's retention pin registry, if it keeps one (HTTP clients do not)."""
     try:
         return getattr(graph, "pins", None)
-    except Exception:  # e.g. a Kafka graph opened without a projection directory
+    except ConfigError:  # a Kafka graph opened without a projection directory
         return None
 
 

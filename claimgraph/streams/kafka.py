@@ -40,19 +40,20 @@ from claimgraph.core.governor import decide
 from claimgraph.core.model import Decision
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision, encode_decision, same_decision
-from claimgraph.errors import ClaimgraphError, DecodeError, IntegrityError, StorageError
+from claimgraph.errors import (
+    ClaimgraphError,
+    ConfigError,
+    DecodeError,
+    GovernorFenced,
+    IntegrityError,
+    StorageError,
+)
 from claimgraph.logs.kafka import KafkaConfig, consumer_lag, read_partition, topic_partitions
 from claimgraph.streams.jsonlog import log_event
 
-__all__ = ["GovernorFenced", "KafkaGovernor", "fold_partition", "verify_partition"]
+__all__ = ["KafkaGovernor", "fold_partition", "verify_partition"]
 
 UNKEYED = "_unkeyed"
-
-
-class GovernorFenced(ClaimgraphError):
-    """Another governor took over this partition (or the transaction is unrecoverable)."""
-
-    exit_code = 9
 
 
 @dataclass
@@ -168,7 +169,7 @@ class KafkaGovernor:
         """Fence older governors, rebuild state from the decisions log, seek the input."""
         parts = topic_partitions(self.cfg, self.cfg.commands_topic)
         if self.partition >= parts:
-            raise ClaimgraphError(
+            raise ConfigError(
                 f"partition {self.partition} does not exist: {self.cfg.commands_topic} has {parts}"
             )
         self._producer = Producer(

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision
-from claimgraph.errors import ClaimgraphError
+from claimgraph.errors import ConfigError, StorageError
 from claimgraph.logs.kafka import (
     KafkaConfig,
     consumer_lag,
@@ -61,7 +61,7 @@ class KafkaProjector:
         if marker.exists():
             have = json.loads(marker.read_text()).get("graph")
             if have != graph:
-                raise ClaimgraphError(f"{path} holds a projection of graph {have!r}")
+                raise ConfigError(f"{path} holds a projection of graph {have!r}")
         else:
             marker.write_text(
                 json.dumps(
@@ -172,7 +172,7 @@ class KafkaProjector:
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     continue
-                raise ClaimgraphError(f"projector consumer: {err.str()}")
+                raise StorageError(f"projector consumer: {err.str()}")
             if m.key() != self.key:
                 continue
             offset = int(m.offset() or 0)
