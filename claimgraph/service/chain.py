@@ -43,8 +43,8 @@ def check_chain(
 
     A range that starts at a chained decision takes the hash that decision names as given
     (as ``verify --from`` takes the log before it); otherwise the chain is computed from
-    version 0. Raises :class:`IntegrityError` naming the first break, or when ``expect`` (a digest kept
-    earlier) is not the digest at ``upto``.
+    version 0. Raises :class:`IntegrityError` naming the first break, or when ``expect`` (a
+    digest kept earlier) is not the digest at ``upto``.
     """
     logs = graph.logs
     end = logs.decisions.end() - 1
