@@ -145,7 +145,7 @@ def test_every_client_command_round_trips_through_json_lines(tmp_path: Path) -> 
         ("upgrade_rules", "rejected", "invalid_field"),  # a new graph is at the newest already
         ("invalid_input", "rejected", "malformed"),  # tick: written by the ticker only
         ("register_key", "accepted", "key_registered"),
-        ("revoke_key", "rejected", "unsigned"),  # carried and decided; the graph now signs
+        ("revoke_key", "accepted", "key_revoked"),
     ]
     assert "ticker" in out[-3]["detail"]
     types = {spec.type for spec in CLIENT_COMMANDS}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from claimgraph.core.governor.revisions import CURRENT
 from claimgraph.core.schema.parse import parse_schema
 from claimgraph.core.schema.types import GraphSchema
 from claimgraph.errors import SchemaError
@@ -18,4 +19,4 @@ def load_schema_file(path: str) -> GraphSchema:
         raise SchemaError(path, [("", f"cannot read: {exc.strerror or exc}")]) from None
     except UnicodeDecodeError:
         raise SchemaError(path, [("", "not UTF-8 text")]) from None
-    return parse_schema(text, source=path)
+    return parse_schema(text, source=path, rules=CURRENT)  # checked as a publish would be

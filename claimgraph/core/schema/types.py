@@ -198,6 +198,8 @@ class GraphSchema:
     source: str
     document: str
     humans: tuple[Pattern, ...] = ()
+    # principals.signatures: required — every command must be signed (rules revision 2 on)
+    signatures_required: bool = False
     _auth_cache: dict[tuple[str, str, str], bool] = field(
         default_factory=dict, compare=False, repr=False
     )
