@@ -30,7 +30,14 @@ CURRENT = 2
 # What each revision changed, for `claimgraph rules show` and the docs.
 CHANGES: dict[int, tuple[str, ...]] = {
     1: ("the rules before revisions were recorded",),
-    2: ("decisions carry the command's SHA-256 and the hash chain before them (tamper-evident)",),
+    2: (
+        "decisions carry the command's SHA-256 and the hash chain before them (tamper-evident)",
+        "publish_schema: once a graph has a schema, the publisher must be an admin before its "
+        "document is parsed; documents are parsed within YAML bounds (aliases, nodes, depth) "
+        "and CEL rules within theirs (characters, nesting)",
+        "signatures are required when the schema says principals.signatures: required, not "
+        "while a key is active; with no active key, only an admin's register_key is decided",
+    ),
 }
 
 
