@@ -107,7 +107,8 @@ def test_every_client_command_round_trips(port: AsAgent) -> None:
         rev.escalate(conflict, agent="reviewer", reason="needs a person"), "accepted", "escalated"
     )
     seen["read_blocked"] = _ok(
-        inv.read_blocked(conflict, 1, agent="inventory", run_id="run-1"), "accepted"
+        inv.read_blocked(conflict, 1, agent="inventory", run_id="run-1", pinned_version=d.version),
+        "accepted",
     )
     seen["resolve"] = _ok(
         rev.resolve(conflict, agent="reviewer", winner=a.command_id, rationale="traced"),

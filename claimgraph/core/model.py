@@ -180,6 +180,8 @@ class Reason(StrEnum):
     ERASED = "erased"
     # governor rules revisions
     RULES_UPGRADED = "rules_upgraded"
+    NOT_BLOCKED = "not_blocked"  # a run pinned before the conflict opened never read it
+    ALREADY_COUNTED = "already_counted"  # this reader's run was counted for the conflict
 
 
 # Bounds on what one command may carry; the edge (pydantic) and the governor both enforce them.
@@ -290,6 +292,7 @@ class ReadBlockedCommand(_Envelope):
     run_id: str | None
     conflict_id: str
     count: int
+    pinned_version: NotRequired[int]  # the reporting run's pinned version (-1: not given)
 
 
 class InvalidInputCommand(_Envelope):

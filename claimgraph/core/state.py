@@ -51,6 +51,7 @@ from claimgraph.core.entities import (
     edge_key,
     edge_parts,
     fold_key,
+    reader_key,
     requires_signatures,
     shared_float,
     slot_keys,
@@ -323,6 +324,8 @@ class GraphState:
             run = d["run_id"]
             if run is not None and run not in conflict.blocked_runs:
                 conflict.blocked_runs.append(run)
+            if run is not None and d["rules"] >= 2:
+                conflict.readers.add(reader_key(d["agent"], run))
             if d["target"] not in ch.conflicts:
                 ch.conflicts.append(d["target"])
         self._mark_changed(before, version, ch)

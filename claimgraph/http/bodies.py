@@ -139,6 +139,7 @@ class ReadBlockedIn(In):
     conflict_id: Id
     count: int = Field(1, ge=1, le=1_000_000)
     run_id: Id | None = None
+    pinned_version: Version = Field(-1, description="The reporting run's pinned version.")
 
 
 class SchemaIn(In):

@@ -334,6 +334,7 @@ class ReadBlockedIn(_Base):
     conflict_id: Id
     count: Annotated[int, Field(ge=1, le=1_000_000)] = 1
     run_id: Id | None = None
+    pinned_version: Annotated[int, Field(ge=-1, le=2**63 - 1)] = -1
 
     def to_command(self, graph: str) -> Command:
         return cast(
@@ -344,6 +345,7 @@ class ReadBlockedIn(_Base):
                 "conflict_id": self.conflict_id,
                 "count": self.count,
                 "run_id": self.run_id,
+                "pinned_version": self.pinned_version,
             },
         )
 

@@ -213,7 +213,11 @@ class Run:
         writes = sum(1 for e in self.events if e["kind"] == "write")
         # the run boundary: its blocked reads go to the log (exit conditions count runs)
         flush = getattr(self.graph, "flush_blocked", None)
-        blocked = flush(agent=self.agent, run=self.run_id) if flush is not None else []
+        blocked = (
+            flush(agent=self.agent, run=self.run_id, pinned=self.version)
+            if flush is not None
+            else []
+        )
         self._event(
             "end", {"status": status, "reads": reads, "writes": writes, "blocked": len(blocked)}
         )

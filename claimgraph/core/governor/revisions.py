@@ -37,6 +37,8 @@ CHANGES: dict[int, tuple[str, ...]] = {
         "and CEL rules within theirs (characters, nesting)",
         "signatures are required when the schema says principals.signatures: required, not "
         "while a key is active; with no active key, only an admin's register_key is decided",
+        "read_blocked counts once per (authenticated reader, run, conflict), only from a run "
+        "pinned at a version where the conflict was open (pinned_version); count is not trusted",
     ),
 }
 
