@@ -26,6 +26,7 @@ from claimgraph.cli.common import (
     when,
 )
 from claimgraph.core.model import LIMITS
+from claimgraph.core.schema import fail_closed_warnings
 from claimgraph.core.wire import encode_command
 from claimgraph.errors import InputError, NotFoundError
 from claimgraph.service.graph import Graph, open_graph
@@ -61,6 +62,8 @@ def schema_check(file: Annotated[Path, typer.Argument(help="A schema YAML file."
         f"types, digest {s.digest}",
         markup=False,
     )
+    for name, why in fail_closed_warnings(s):
+        err.print(f"warning: {name} cannot fail closed: {why}", markup=False)
 
 
 @schema_app.command("apply")

@@ -180,6 +180,7 @@ class Reason(StrEnum):
     ERASED = "erased"
     # governor rules revisions
     RULES_UPGRADED = "rules_upgraded"
+    CONFLICT_SETTLED = "conflict_settled"  # the claims left in a conflict all agree: released
     NOT_BLOCKED = "not_blocked"  # a run pinned before the conflict opened never read it
     ALREADY_COUNTED = "already_counted"  # this reader's run was counted for the conflict
 

@@ -485,6 +485,8 @@ class GraphState:
         conflict.outcome = {"resolve": "resolved", "retract": "released"}.get(
             d["command_type"], "fallback" if d["exits"] else "emptied"
         )
+        if d["reason"] == "conflict_settled":
+            conflict.outcome = "settled"  # its claims came to agree (rules revision 2)
         for s in conflict.slots:
             if self.slot_conflict.get(s) == conflict_id:
                 del self.slot_conflict[s]

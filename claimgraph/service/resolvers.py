@@ -156,7 +156,7 @@ def _safe(et: EdgeType, claims: Sequence[Mapping[str, Any]], claim_id: str) -> b
     if not et.fallback.fails_closed:
         return True
     c = next(c for c in claims if c["claim_id"] == claim_id)
-    return et.fallback.is_safe(c["polarity"] == "assert", str(c["object"]))
+    return et.fallback.is_safe(c["polarity"] == "assert", str(c["object"]), strict=True)
 
 
 def decide_conflict(

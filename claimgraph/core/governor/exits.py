@@ -141,7 +141,7 @@ def exit_conflict(
     et = state.edge_type(conflict.edge_type)
     action = et.exits.on_exit if et is not None and trigger != "runs" else "escalate"
     if action == "fallback" and et is not None:
-        winners = fallback_claims(state, conflict.claims, et)
+        winners = fallback_claims(state, conflict.claims, et, d)
         if winners:
             release_into(state, winners, d)
             d["dismissed"] += [x for x in conflict.claims if x not in winners]

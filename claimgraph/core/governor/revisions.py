@@ -39,6 +39,11 @@ CHANGES: dict[int, tuple[str, ...]] = {
         "while a key is active; with no active key, only an admin's register_key is decided",
         "read_blocked counts once per (authenticated reader, run, conflict), only from a run "
         "pinned at a version where the conflict was open (pinned_version); count is not trusted",
+        "fail closed by every route: in a fail-closed domain only a human moves a decision slot "
+        "off its safe value (resolve, merge, last-write-wins, a plain claim), and a denial of "
+        "the safe value is not safe; an exit falls back only to a claim of the safe value",
+        "a writer's new claim replaces its own earlier claims in the conflict it joins; a "
+        "conflict whose remaining claims all agree settles (conflict_settled)",
     ),
 }
 
