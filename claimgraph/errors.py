@@ -10,7 +10,9 @@ ClaimgraphError                 root: every error we raise on purpose
 │   └── VersionPruned           below the retention horizon (never a silently wrong answer)
 ├── UnknownSlotError            a read hit a quarantined slot whose policy is on_unknown: halt
 ├── IntegrityError              verify/audit found a difference; names the first version
+│   └── CorruptionError         stored bytes fail a checksum or are cut short; names the file
 ├── StorageError                the local store is locked, corrupt or missing
+│   └── DiskFullError           a write failed for lack of space; nothing was decided
 ├── NotFoundError               no such run, claim or conflict (HTTP 404)
 └── AuthError                   the HTTP API refused the caller's identity (401/403); has reason
 """
@@ -21,7 +23,9 @@ __all__ = [
     "AuthError",
     "ClaimgraphError",
     "ConfigError",
+    "CorruptionError",
     "DecodeError",
+    "DiskFullError",
     "InputError",
     "IntegrityError",
     "NotFoundError",
@@ -158,3 +162,19 @@ class AuthError(ClaimgraphError):
         self.detail = detail
         self.status = status
         super().__init__(f"{reason}: {detail}")
+
+
+class CorruptionError(IntegrityError):
+    """Stored bytes failed a checksum or are cut short; ``path`` names the file or directory."""
+
+    def __init__(self, message: str, path: str, version: int | None = None) -> None:
+        self.path = path
+        super().__init__(message, version)
+
+
+class DiskFullError(StorageError):
+    """A write failed for lack of disk space (nothing was decided); ``path`` names the store."""
+
+    def __init__(self, message: str, path: str) -> None:
+        self.path = path
+        super().__init__(message)

@@ -19,7 +19,9 @@ from claimgraph.errors import (
     ClaimgraphError,
     ConfigError,
     DecodeError,
+    DiskFullError,
     InputError,
+    IntegrityError,
     NotFoundError,
     SchemaError,
     StorageError,
@@ -40,6 +42,8 @@ HTTP_REASONS = (
     "version_pruned",
     "unknown_slot",
     "unavailable",
+    "insufficient_storage",
+    "integrity",
     "internal",
 )
 
@@ -87,8 +91,10 @@ _STATUS: dict[str, int] = {
     ),
     "version_pruned": 410,
     "internal": 500,
+    "integrity": 500,
     "not_implemented": 501,
     "unavailable": 503,
+    "insufficient_storage": 507,
 }
 
 
@@ -97,7 +103,14 @@ def status_for(reason: str) -> int:
     return _STATUS.get(reason, 422)
 
 
-def problem(reason: str, detail: str, *, status: int | None = None, **extra: Any) -> JSONResponse:
+def problem(
+    reason: str,
+    detail: str,
+    *,
+    status: int | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
     """A problem+json response for ``reason``."""
     code = status or status_for(reason)
     body = {
@@ -108,7 +121,8 @@ def problem(reason: str, detail: str, *, status: int | None = None, **extra: Any
         "detail": detail,
         **extra,
     }
-    headers = {"WWW-Authenticate": "Bearer"} if code == 401 else None
+    if code == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return JSONResponse(body, status_code=code, media_type=PROBLEM, headers=headers)
 
 
@@ -130,6 +144,10 @@ def error_problem(exc: ClaimgraphError) -> JSONResponse:
         return problem(exc.reason, exc.detail)
     if isinstance(exc, InputError | ConfigError):
         return problem(Reason.INVALID_FIELD, str(exc))
+    if isinstance(exc, DiskFullError):  # nothing was decided; writes resume by themselves
+        return problem("insufficient_storage", str(exc), headers={"Retry-After": "10"})
     if isinstance(exc, StorageError):
-        return problem("unavailable", str(exc))
+        return problem("unavailable", str(exc), headers={"Retry-After": "10"})
+    if isinstance(exc, IntegrityError):  # stored data is damaged: never a silently wrong answer
+        return problem("integrity", str(exc), version=exc.version)
     return problem("internal", str(exc))
