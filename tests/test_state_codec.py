@@ -220,3 +220,27 @@ def test_keys_grants_and_schema_survive_the_encoding(graph: Graph) -> None:
     assert loaded.keys["admin-1"].public.public_bytes_raw() == admin.public_bytes
     assert loaded.schema is not None and loaded.schema.digest == state.schema.digest  # type: ignore[union-attr]
     assert [g.record for g in loaded.grants.values()] == [g.record for g in state.grants.values()]
+
+
+def test_restore_never_swaps_in_a_damaged_checkpoint(built: Path, tmp_path: Path) -> None:
+    """A checkpoint whose projection copy is damaged: restore reads it all first, refuses
+    (naming the checkpoint and the file) and leaves the live projection as it was."""
+    from claimgraph.errors import CorruptionError
+    from claimgraph.projections.checkpoints import restore_graph
+    from claimgraph.service.audit import audit
+
+    path = tmp_path / "g"
+    shutil.copytree(built, path)  # a copy: the checkpoint's tables are no longer hard links
+    newest = list_checkpoints(path / "checkpoints")[-1]
+    sst = max((newest.path / "projection").glob("*.sst"), key=lambda p: p.stat().st_size)
+    data = bytearray(sst.read_bytes())
+    for i in range(64):
+        data[len(data) // 2 + i] ^= 0xFF
+    sst.write_bytes(bytes(data))
+    with pytest.raises(CorruptionError, match=newest.name) as e:
+        restore_graph(path)
+    assert str(sst) in str(e.value)
+    assert not (path / "projection.restoring").exists()
+    with claimgraph.open(path) as g:
+        assert g.head() == FAULTS["commands"]
+        audit(g)

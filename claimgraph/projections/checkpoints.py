@@ -25,6 +25,7 @@ skipped: the next older one is tried, and without one the whole log is folded.
 
 from __future__ import annotations
 
+import errno
 import gc
 import hashlib
 import json
@@ -41,9 +42,14 @@ from rocksdict import Checkpoint
 
 from claimgraph.core.snapshot import decode_state, encode_state
 from claimgraph.core.state import STATE_FORMAT, GraphState
-from claimgraph.errors import ConfigError, DecodeError, StorageError
+from claimgraph.errors import (
+    ConfigError,
+    CorruptionError,
+    DecodeError,
+    DiskFullError,
+    StorageError,
+)
 from claimgraph.logs.rocks import Place, failure, open_rdict, valid
-from claimgraph.projections.damage import PROJECTION_REMEDY
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.retention import horizon_of
 
@@ -160,8 +166,18 @@ def create_checkpoint(
             "state_sha256": hashlib.sha256(data).hexdigest(),
         }
         meta["bytes"] = _du(tmp)
-        (tmp / "checkpoint.json").write_text(json.dumps(meta, indent=1) + "\n", "utf-8")
+        _write_synced(tmp / "checkpoint.json", (json.dumps(meta, indent=1) + "\n").encode())
         os.replace(tmp, final)
+    except OSError as exc:  # our own files: a full disk is said so, like RocksDB's
+        shutil.rmtree(tmp, ignore_errors=True)
+        why = failure(exc, store.place, f"writing checkpoint {final}")
+        if exc.errno == errno.ENOSPC:
+            raise DiskFullError(
+                f"no space left on the device of {root} (while writing checkpoint {name}); "
+                "nothing was written",
+                str(root),
+            ) from None
+        raise why from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -327,20 +343,25 @@ def restore_checkpoint(info: CheckpointInfo, projection: Path) -> None:
 
 def _check_copy(path: Path, info: CheckpointInfo) -> None:
     """Read every block of a staged copy (checksums verified): never restore damaged data."""
+    src = info.path / "projection"
     remedy = (
         f"Checkpoint {info.name} is damaged and was not restored (nothing changed): restore "
-        f"another one, or {PROJECTION_REMEDY[0].lower()}{PROJECTION_REMEDY[1:]}"
+        "another one (claimgraph checkpoint list), or rebuild the projection from the "
+        f"decisions log: `claimgraph --data {info.path.parent.parent} rebuild`."
     )
-    db = open_rdict(path, create=False, remedy=remedy)
     try:
-        it = db.iter()
-        it.seek_to_first()
-        place = Place(str(info.path / "projection"), remedy)
-        while valid(it, place, f"checking checkpoint {info.name} before restoring it"):
-            it.next()
-        del it
-    finally:
-        db.close()
+        db = open_rdict(path, create=False, remedy=remedy)
+        try:
+            it = db.iter()
+            it.seek_to_first()
+            place = Place(str(src), remedy)
+            while valid(it, place, f"checking checkpoint {info.name} before restoring it"):
+                it.next()
+            del it
+        finally:
+            db.close()
+    except CorruptionError as exc:  # name the checkpoint's file, not the staged copy's
+        raise CorruptionError(str(exc).replace(str(path), str(src)), str(src)) from None
 
 
 def checkpoint_graph(graph: Any) -> CheckpointInfo:

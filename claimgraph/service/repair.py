@@ -25,7 +25,7 @@ from claimgraph.core.model import Progress
 from claimgraph.core.state import GraphState
 from claimgraph.errors import ClaimgraphError, IntegrityError
 from claimgraph.logs.embedded import EmbeddedLogStore
-from claimgraph.logs.rocks import SALVAGE, STRICT
+from claimgraph.logs.rocks import SALVAGE, STRICT, failure
 from claimgraph.projections.checkpoints import list_checkpoints
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.service.graph import read_config
@@ -94,7 +94,10 @@ def rebuild(
             projector = Projector(fresh, state)
             projector.set_graph(state.graph)
             fold_decisions(logs, state, projector, progress=progress)
-            fresh.db.flush()
+            try:
+                fresh.db.flush()
+            except Exception as exc:
+                raise failure(exc, fresh.place, "flushing the rebuilt projection") from None
         except BaseException:
             fresh.close()
             shutil.rmtree(staged, ignore_errors=True)
