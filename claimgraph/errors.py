@@ -16,7 +16,9 @@ ClaimgraphError                  1  500      root; nothing is raised as the root
 │   └── VersionPruned            5  410      below the retention horizon (never a wrong answer)
 ├── UnknownSlotError             6  409      a read hit a quarantined slot whose policy is halt
 ├── IntegrityError               7  500      verify, audit or a replay found a difference
+│   └── CorruptionError          7  500      stored bytes fail a checksum or are cut short
 ├── StorageError                 8  503      a store or broker is locked, corrupt, missing or away
+│   └── DiskFullError            8  507      a write failed for lack of space; nothing decided
 ├── NotFoundError                9  404      no such claim, conflict, run, pin, checkpoint, schema
 │   └── RunNotFound              9  404      no run with that id in the runs log
 ├── AuthError                   10  401/403  the HTTP API refused the caller's identity
@@ -41,7 +43,9 @@ __all__ = [
     "AuthError",
     "ClaimgraphError",
     "ConfigError",
+    "CorruptionError",
     "DecodeError",
+    "DiskFullError",
     "FencedError",
     "GovernorFenced",
     "InputError",
@@ -217,3 +221,19 @@ class RuleError(ResolverError):
 
 class ArbiterError(ResolverError):
     """The arbiter failed or answered something that is not a verdict."""
+
+
+class CorruptionError(IntegrityError):
+    """Stored bytes failed a checksum or are cut short; ``path`` names the file or directory."""
+
+    def __init__(self, message: str, path: str, version: int | None = None) -> None:
+        self.path = path
+        super().__init__(message, version)
+
+
+class DiskFullError(StorageError):
+    """A write failed for lack of disk space (nothing was decided); ``path`` names the store."""
+
+    def __init__(self, message: str, path: str) -> None:
+        self.path = path
+        super().__init__(message)

@@ -32,6 +32,11 @@ def install(app: FastAPI) -> None:
             errors=[{"loc": [str(x) for x in e.get("loc", ())], "msg": e["msg"]} for e in errs],
         )
 
+    @app.exception_handler(Exception)
+    async def bug(request: Request, exc: Exception) -> JSONResponse:
+        # a bug, not one of our errors: still problem+json, never a plain-text 500
+        return problem("internal", f"{type(exc).__name__}: {exc}"[:500])
+
     @app.exception_handler(StarletteHTTPException)
     async def http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         reason = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "malformed")

@@ -20,6 +20,7 @@ from claimgraph.errors import (
     ClaimgraphError,
     ConfigError,
     DecodeError,
+    DiskFullError,
     FencedError,
     InputError,
     IntegrityError,
@@ -55,6 +56,8 @@ HTTP_REASONS = (
     "version_unavailable",
     "unavailable",
     "fenced",
+    "insufficient_storage",
+    "integrity",
     "internal",
 )
 
@@ -103,8 +106,10 @@ _STATUS: dict[str, int] = {
     ),
     "version_pruned": 410,
     "internal": 500,
+    "integrity": 500,
     "not_implemented": 501,
     **dict.fromkeys(("unavailable", "fenced"), 503),
+    "insufficient_storage": 507,
 }
 
 
@@ -120,8 +125,9 @@ _ERROR_REASONS: dict[type[ClaimgraphError], str] = {
     VersionNotYetAvailable: Reason.FUTURE_VERSION,
     VersionPruned: "version_pruned",
     UnknownSlotError: "unknown_slot",
-    IntegrityError: "internal",
+    IntegrityError: "integrity",
     StorageError: "unavailable",
+    DiskFullError: "insufficient_storage",
     NotFoundError: "not_found",
     AuthError: Reason.UNAUTHORIZED,
     FencedError: "fenced",
@@ -135,7 +141,14 @@ def status_for(reason: str) -> int:
     return _STATUS.get(reason, 422)
 
 
-def problem(reason: str, detail: str, *, status: int | None = None, **extra: Any) -> JSONResponse:
+def problem(
+    reason: str,
+    detail: str,
+    *,
+    status: int | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
     """A problem+json response for ``reason``."""
     code = status or status_for(reason)
     body = {
@@ -146,7 +159,8 @@ def problem(reason: str, detail: str, *, status: int | None = None, **extra: Any
         "detail": detail,
         **extra,
     }
-    headers = {"WWW-Authenticate": "Bearer"} if code == 401 else None
+    if code == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return JSONResponse(body, status_code=code, media_type=PROBLEM, headers=headers)
 
 
@@ -179,4 +193,9 @@ def error_problem(exc: ClaimgraphError) -> JSONResponse:
         detail = exc.detail
     else:
         detail = str(exc)
-    return problem(error_reason(exc), detail, status=error_status(exc), **extra)
+    if isinstance(exc, IntegrityError):  # stored data is damaged: never a silently wrong answer
+        extra["version"] = exc.version
+    headers = None
+    if isinstance(exc, StorageError):  # a full disk or a store away: writes resume by themselves
+        headers = {"Retry-After": "10"}
+    return problem(error_reason(exc), detail, status=error_status(exc), headers=headers, **extra)

@@ -47,7 +47,8 @@ from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from claimgraph.core.model import Progress
 from claimgraph.errors import ConfigError, NotFoundError, VersionPruned
-from claimgraph.logs.embedded import estimated_keys
+from claimgraph.logs.rocks import estimated_keys, failure, get, valid, write
+from claimgraph.projections.damage import projection_place
 from claimgraph.projections.rows import HISTORY, INPUT, META, unpack_version
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ _MVCC = frozenset(b"AEKCSYXB")  # entity ‖ 0x00 ‖ inverted version (X: erasu
 
 def horizon_of(db: Rdict) -> int:
     """The horizon recorded in a projection database (0: nothing was ever pruned)."""
-    v = db.get(HORIZON_KEY)
+    v = get(db, HORIZON_KEY, projection_place(db), "reading the retention horizon")
     return int(_U64.unpack(v)[0]) if v is not None else 0
 
 
@@ -262,10 +263,13 @@ def collect(
     """
     if horizon <= 0:
         return 0, 0, 0
+    place = projection_place(db)
     wo = WriteOptions()
     wo.sync = True
     if horizon > horizon_of(db):  # first, so a reader that misses a row sees why
-        db.put(HORIZON_KEY, _U64.pack(horizon), wo)
+        first = WriteBatch(raw_mode=True)
+        first.put(HORIZON_KEY, _U64.pack(horizon))
+        write(db, first, wo, place, "recording the retention horizon")
         horizon_changed()  # before any row goes
     wo_fast = WriteOptions()
     wo_fast.sync = False
@@ -277,7 +281,7 @@ def collect(
     it.seek_to_first()
     entity = b""
     below_seen = False  # the entity's newest row below the horizon was already kept
-    while it.valid():
+    while valid(it, place, "collecting garbage below the horizon", horizon):
         k: bytes = it.key()
         scanned += 1
         fam = k[0]
@@ -300,18 +304,21 @@ def collect(
             deleted += 1
             pending += 1
             if pending >= batch:
-                db.write(wb, wo_fast)
+                write(db, wb, wo_fast, place, "deleting rows below the horizon")
                 wb = WriteBatch(raw_mode=True)
                 pending = 0
         if progress is not None and scanned % 50_000 == 0:
             progress(scanned, max(total, scanned))
         it.next()
     if pending:
-        db.write(wb, wo_fast)
+        write(db, wb, wo_fast, place, "deleting rows below the horizon")
     del it
-    db.flush()
-    if compact and deleted:
-        db.compact_range(None, None)
+    try:
+        db.flush()
+        if compact and deleted:
+            db.compact_range(None, None)
+    except Exception as exc:
+        raise failure(exc, place, "compacting after garbage collection") from None
     if progress is not None:
         progress(scanned, scanned)
     return scanned, deleted, scanned - deleted
