@@ -20,7 +20,7 @@ from claimgraph.core.model import Reason
 from claimgraph.core.rules import compile_cel, evaluate
 from claimgraph.errors import ClaimgraphError, StorageError
 from claimgraph.http.problems import _ERROR_REASONS, HTTP_REASONS, error_problem
-from claimgraph.logs.embedded import estimated_keys, rocksdb_errors
+from claimgraph.logs.rocks import estimated_keys, rocksdb_errors
 from claimgraph.sdk.http import HttpGraph
 
 cli_main = importlib.import_module("claimgraph.cli.main")  # the module (the package exports main)

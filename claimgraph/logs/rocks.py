@@ -107,9 +107,7 @@ def failure(
     return StorageError(f"{place.path}: {msg} (while {doing})")
 
 
-def _ours(
-    exc: Exception, place: Place, doing: str, version: int | None = None
-) -> BaseException:
+def _ours(exc: Exception, place: Place, doing: str, version: int | None = None) -> BaseException:
     """rocksdict raises the bare ``Exception`` for every RocksDB status (and ``DbClosedError``
     after ``close``): those become our errors; anything else (a bug of ours) goes through."""
     if type(exc) is not Exception and not isinstance(exc, DbClosedError):
