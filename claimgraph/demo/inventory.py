@@ -79,7 +79,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
     _show(say, "platform-admin", "publish_schema inventory.yaml", r)
 
     say("\n2. The inventory agent maps the topology.")
-    inv = {"agent": "inventory-agent", "task": "reconcile-service-topology"}
+    inv: dict[str, Any] = {"agent": "inventory-agent", "task": "reconcile-service-topology"}
     rec["owns"] = r = g.assert_(
         "service_owns_database",
         "service:checkout",
@@ -120,7 +120,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
 
     say("\n4. Two release agents promote checkout (deployment_target is many-to-one, settled")
     say("   by last-write-wins on the claim's event time).")
-    rel = {"agent": "release-agent", "task": "promote-release"}
+    rel: dict[str, Any] = {"agent": "release-agent", "task": "promote-release"}
     rec["staging"] = r = g.assert_(
         "deployment_target",
         "service:checkout",

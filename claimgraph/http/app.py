@@ -16,7 +16,7 @@ from typing import Any, cast
 from fastapi import FastAPI
 
 from claimgraph import __version__
-from claimgraph.http import commands, middleware, reads, review, runs
+from claimgraph.http import commands, middleware, queries, reads, review, runs
 from claimgraph.http.auth import TokenFile
 from claimgraph.http.context import Context
 from claimgraph.service.port import GraphPort
@@ -37,6 +37,7 @@ def create_app(graph: GraphPort, tokens: TokenFile, *, signer: Signer | None = N
     ctx = Context(graph, tokens, signer)
     app.include_router(commands.router(ctx))
     app.include_router(reads.router(ctx))
+    app.include_router(queries.router(ctx))
     app.include_router(runs.router(ctx))
     app.include_router(review.router())
 

@@ -101,13 +101,27 @@ def router(ctx: Context) -> APIRouter:
         include_absent: bool = False,
         at: AtQuery = None,
         timeout: TimeoutQuery = 0.0,
+        min_confidence: Annotated[float | None, Query(ge=0, le=1)] = None,
+        writer: Annotated[str | None, Query(max_length=LIMITS["id"])] = None,
+        asserted_after: Annotated[int | None, Query(ge=0, le=I64)] = None,
+        asserted_before: Annotated[int | None, Query(ge=0, le=I64)] = None,
     ) -> dict[str, Any]:
-        """A node's neighbours at a version."""
+        """A node's neighbours at a version; filters keep an edge when one of its claims has
+        at least ``min_confidence``, is ``writer``'s, or was asserted after / before a time
+        (epoch milliseconds, exclusive)."""
         ctx.principal(request)
         n = node(node_)
         v = await at_of(at, timeout)
         ns = graph.neighbors(
-            n, edge_type=edge_type, direction=direction, include_absent=include_absent, at=v
+            n,
+            edge_type=edge_type,
+            direction=direction,
+            include_absent=include_absent,
+            at=v,
+            min_confidence=min_confidence,
+            writer=writer,
+            asserted_after=asserted_after,
+            asserted_before=asserted_before,
         )
         return {"version": v, "neighbors": [x.as_dict() for x in ns]}
 

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import httpx
 
@@ -36,9 +36,10 @@ from claimgraph.errors import (
 )
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.service.api import GraphWrites, NodeLike, Receipt, node
+from claimgraph.service.queries import Hop, PathsResult, PathView, Reached, ReachResult
 from claimgraph.service.reads import GraphReads
 from claimgraph.service.runs import RunsMixin
-from claimgraph.service.traces import RunSummary
+from claimgraph.service.traces import ReplayReport, RunSummary
 
 if TYPE_CHECKING:
     from claimgraph.service.port import GraphPort
@@ -74,6 +75,181 @@ def _edge_view(r: dict[str, Any]) -> EdgeView:
         tuple(r["claims"]),
         r.get("fallback"),
     )
+
+
+def neighbor_views(r: dict[str, Any]) -> list[NeighborView]:
+    """``GET /v1/neighbors``'s body as views."""
+    return [
+        NeighborView(
+            n["edge_type"],
+            n["direction"],
+            _tuple(n["node"]),
+            n["state"],
+            n["conflict_id"],
+            tuple(n["claims"]),
+        )
+        for n in r["neighbors"]
+    ]
+
+
+def slot_view(r: dict[str, Any]) -> SlotView:
+    """``GET /v1/slot``'s body as a view."""
+    return SlotView(
+        r["edge_type"],
+        _tuple(r["node"]),
+        r["direction"],
+        r["state"],
+        r["version"],
+        r["conflict_id"],
+        tuple(_tuple(n) for n in r["nodes"]),
+        r.get("fallback"),
+    )
+
+
+def _hop(h: dict[str, Any]) -> Hop:
+    return Hop(
+        h["edge_type"],
+        _tuple(h["subject"]),
+        _tuple(h["object"]),
+        h["state"],
+        h["conflict_id"],
+        tuple(h["claims"]),
+    )
+
+
+def paths_params(
+    src: NodeLike,
+    dst: NodeLike,
+    max_hops: int,
+    edge_types: Sequence[str] | None,
+    direction: str,
+    limit: int,
+    at: int | None,
+    timeout: float,
+) -> dict[str, Any]:
+    """The query of ``GET /v1/paths``."""
+    return {
+        "src": _node_str(src),
+        "dst": _node_str(dst),
+        "max_hops": max_hops,
+        "edge_type": list(edge_types) if edge_types else None,
+        "direction": direction,
+        "limit": limit,
+        "at": at,
+        "timeout": timeout or None,
+    }
+
+
+def reach_params(
+    node: NodeLike,
+    direction: str,
+    max_hops: int,
+    edge_types: Sequence[str] | None,
+    limit: int,
+    at: int | None,
+    timeout: float,
+) -> dict[str, Any]:
+    """The query of ``GET /v1/reach``."""
+    return {
+        "node": _node_str(node),
+        "direction": direction,
+        "max_hops": max_hops,
+        "edge_type": list(edge_types) if edge_types else None,
+        "limit": limit,
+        "at": at,
+        "timeout": timeout or None,
+    }
+
+
+def paths_result(r: dict[str, Any]) -> PathsResult:
+    """``GET /v1/paths``'s body as a result."""
+    return PathsResult(
+        _tuple(r["src"]),
+        _tuple(r["dst"]),
+        r["version"],
+        r["max_hops"],
+        tuple(PathView(tuple(_hop(h) for h in p["hops"])) for p in r["paths"]),
+        tuple(_hop(h) for h in r["unknown"]),
+        r["truncated"],
+        r["truncated_by"],
+    )
+
+
+def reach_result(r: dict[str, Any]) -> ReachResult:
+    """``GET /v1/reach``'s body as a result."""
+    return ReachResult(
+        _tuple(r["node"]),
+        r["direction"],
+        r["version"],
+        r["max_hops"],
+        tuple(
+            Reached(_tuple(n["node"]), n["hops"], n["certain"], tuple(n["conflicts"]))
+            for n in r["nodes"]
+        ),
+        tuple(_hop(h) for h in r["unknown"]),
+        r["truncated"],
+        r["truncated_by"],
+    )
+
+
+def run_summaries(r: dict[str, Any]) -> list[RunSummary]:
+    """``GET /v1/runs``'s body as summaries."""
+    fields = RunSummary.__dataclass_fields__
+    return [RunSummary(**{k: v for k, v in x.items() if k in fields}) for x in r["runs"]]
+
+
+def receipt_of(ctype: str, status: int, body: dict[str, Any]) -> Receipt | None:
+    """A write's receipt from ``POST /v1/commands/<type>``'s answer (None: not a decision of
+    that command, e.g. a refusal: raise from the body)."""
+    if status == 200:
+        d = _decision(body["decision"])
+        return Receipt(body["command_id"], body["position"], body["version"], d)
+    if "decision" in body and body.get("decision", {}).get("command_type") == ctype:
+        d = _decision(body["decision"])  # the governor rejected it: a receipt, as in process
+        return Receipt(d["command_id"], d["input_offset"], body["version"], d)
+    return None
+
+
+def command_body(command: Command) -> tuple[str, dict[str, Any]]:
+    """A built command as (type, JSON body of ``POST /v1/commands/<type>``)."""
+    c = dict(cast(dict[str, Any], command))
+    ctype = c.pop("type", "claim")
+    c.pop("graph", None)
+    if ctype == "claim":
+        c["subject"] = f"{c.pop('subject_type')}:{c.pop('subject_id')}"
+        c["object"] = f"{c.pop('object_type')}:{c.pop('object_id')}"
+    elif ctype == "retract":
+        c.pop("run_id", None)
+    elif ctype == "register_key":
+        c["public_key"] = bytes(c["public_key"]).hex()
+    return ctype, c
+
+
+def raise_for(resp: httpx.Response) -> None:
+    """Raise the claimgraph error an HTTP problem answer stands for."""
+    try:
+        body: dict[str, Any] = resp.json()
+    except ValueError:
+        body = {}
+    reason = str(body.get("reason", ""))
+    detail = str(body.get("detail", resp.text[:200]))
+    if resp.status_code in (401, 403) and reason:
+        raise AuthError(reason, detail, resp.status_code)
+    if reason == "future_version":
+        raise VersionNotYetAvailable(-1, int(body.get("head", -1)), 0.0)
+    if reason == "version_pruned":
+        raise VersionPruned(-1, int(body.get("horizon", -1)))
+    if reason == "unknown_slot":
+        raise UnknownSlotError(detail, str(body.get("conflict_id", "")))
+    if reason == "not_found":
+        raise NotFoundError(detail)
+    if reason == "unavailable":
+        raise StorageError(detail)
+    if reason == "fenced":
+        raise FencedError(detail)
+    if resp.status_code == 422:
+        raise InputError(f"{reason}: {detail}")
+    raise ClaimgraphError(f"HTTP {resp.status_code} {reason}: {detail}")
 
 
 class _SyncASGI(httpx.BaseTransport):
@@ -149,29 +325,7 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
 
     @staticmethod
     def _raise(resp: httpx.Response) -> None:
-        try:
-            body: dict[str, Any] = resp.json()
-        except ValueError:
-            body = {}
-        reason = str(body.get("reason", ""))
-        detail = str(body.get("detail", resp.text[:200]))
-        if resp.status_code in (401, 403) and reason:
-            raise AuthError(reason, detail, resp.status_code)
-        if reason == "future_version":
-            raise VersionNotYetAvailable(-1, int(body.get("head", -1)), 0.0)
-        if reason == "version_pruned":
-            raise VersionPruned(-1, int(body.get("horizon", -1)))
-        if reason == "unknown_slot":
-            raise UnknownSlotError(detail, str(body.get("conflict_id", "")))
-        if reason == "not_found":
-            raise NotFoundError(detail)
-        if reason == "unavailable":
-            raise StorageError(detail)
-        if reason == "fenced":
-            raise FencedError(detail)
-        if resp.status_code == 422:
-            raise InputError(f"{reason}: {detail}")
-        raise ClaimgraphError(f"HTTP {resp.status_code} {reason}: {detail}")
+        raise_for(resp)
 
     def _get(self, path: str, **params: Any) -> Any:
         q = {k: v for k, v in params.items() if v is not None}
@@ -199,26 +353,14 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
         return out
 
     def _one(self, command: Command) -> Receipt:
-        c = dict(cast(dict[str, Any], command))
-        ctype = c.pop("type", "claim")
-        c.pop("graph", None)
-        if ctype == "claim":
-            c["subject"] = f"{c.pop('subject_type')}:{c.pop('subject_id')}"
-            c["object"] = f"{c.pop('object_type')}:{c.pop('object_id')}"
-        elif ctype == "retract":
-            c.pop("run_id", None)
-        elif ctype == "register_key":
-            c["public_key"] = bytes(c["public_key"]).hex()
+        ctype, c = command_body(command)
         resp = self._request("POST", f"/v1/commands/{ctype}", json=c)
         body: dict[str, Any] = {}
         with contextlib.suppress(ValueError):
             body = resp.json()
-        if resp.status_code == 200:
-            d = _decision(body["decision"])
-            return Receipt(body["command_id"], body["position"], body["version"], d)
-        if "decision" in body and body.get("decision", {}).get("command_type") == ctype:
-            d = _decision(body["decision"])  # the governor rejected it: a receipt, as in process
-            return Receipt(d["command_id"], d["input_offset"], body["version"], d)
+        receipt = receipt_of(ctype, resp.status_code, body)
+        if receipt is not None:
+            return receipt
         self._raise(resp)
         raise AssertionError("unreachable")
 
@@ -276,16 +418,7 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
             at=at,
             timeout=timeout or None,
         )
-        v = SlotView(
-            r["edge_type"],
-            _tuple(r["node"]),
-            r["direction"],
-            r["state"],
-            r["version"],
-            r["conflict_id"],
-            tuple(_tuple(n) for n in r["nodes"]),
-            r.get("fallback"),
-        )
+        v = slot_view(r)
         if v.state == "unknown":
             self._note_blocked(v.conflict_id, f"slot {edge_type} {v.node} {direction}")
         return v
@@ -299,8 +432,12 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
         at: int | None = None,
         timeout: float = 0.0,
         include_absent: bool = False,
+        min_confidence: float | None = None,
+        writer: str | None = None,
+        asserted_after: int | None = None,
+        asserted_before: int | None = None,
     ) -> list[NeighborView]:
-        """The node's neighbours as of ``at``."""
+        """The node's neighbours as of ``at``, optionally filtered by their claims."""
         r = self._get(
             "/v1/neighbors",
             node=_node_str(node),
@@ -309,22 +446,59 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
             include_absent=include_absent,
             at=at,
             timeout=timeout or None,
+            min_confidence=min_confidence,
+            writer=writer,
+            asserted_after=asserted_after,
+            asserted_before=asserted_before,
         )
-        out = [
-            NeighborView(
-                n["edge_type"],
-                n["direction"],
-                _tuple(n["node"]),
-                n["state"],
-                n["conflict_id"],
-                tuple(n["claims"]),
-            )
-            for n in r["neighbors"]
-        ]
+        out = neighbor_views(r)
         for v in out:
             if v.state == "unknown":
                 self._note_blocked(v.conflict_id, f"neighbors {node} {edge_type} {direction}")
         return out
+
+    def paths(
+        self,
+        src: NodeLike,
+        dst: NodeLike,
+        *,
+        max_hops: int = 3,
+        edge_types: Sequence[str] | None = None,
+        direction: Literal["out", "in", "both"] = "out",
+        limit: int = 100,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> PathsResult:
+        """Simple paths ``src`` → ``dst`` as of ``at``, shortest first."""
+        r = self._get(
+            "/v1/paths",
+            **paths_params(src, dst, max_hops, edge_types, direction, limit, at, timeout),
+        )
+        res = paths_result(r)
+        for h in res.unknown:
+            self._note_blocked(h.conflict_id, f"paths {h.edge_type} {h.subject} {h.object}")
+        return res
+
+    def reach(
+        self,
+        node: NodeLike,
+        *,
+        direction: Literal["out", "in", "both"] = "out",
+        max_hops: int = 2,
+        edge_types: Sequence[str] | None = None,
+        limit: int = 100,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> ReachResult:
+        """Every node within ``max_hops`` of ``node`` as of ``at``, nearest first."""
+        r = self._get(
+            "/v1/reach",
+            **reach_params(node, direction, max_hops, edge_types, limit, at, timeout),
+        )
+        res = reach_result(r)
+        for h in res.unknown:
+            self._note_blocked(h.conflict_id, f"reach {h.edge_type} {h.subject} {h.object}")
+        return res
 
     def history(
         self,
@@ -434,11 +608,15 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
 
     def runs(self) -> list[RunSummary]:
         """Every run in the runs log, oldest first."""
-        fields = RunSummary.__dataclass_fields__
-        return [
-            RunSummary(**{k: v for k, v in r.items() if k in fields})
-            for r in self._get("/v1/runs")["runs"]
-        ]
+        return run_summaries(self._get("/v1/runs"))
+
+    def replay_run(self, run_id: str) -> ReplayReport:
+        """Replay a run on the server (which reads each trace with the meaning it was
+        recorded under); identical inputs, or the first difference."""
+        resp = self._request("POST", f"/v1/runs/{run_id}/replay")
+        if resp.status_code != 200:
+            self._raise(resp)
+        return ReplayReport(**resp.json())
 
 
 if TYPE_CHECKING:  # mypy checks that the HTTP client implements the graph port

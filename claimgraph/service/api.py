@@ -132,13 +132,75 @@ class GraphWrites:
             },
         )
 
-    def assert_(self, edge_type: str, subject: NodeLike, obj: NodeLike, **kw: Any) -> Receipt:
+    def assert_(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        agent: str,
+        task: str = "",
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        reasoning: str = "",
+        asserted_at: int | str | None = None,
+        based_on_version: int | None = None,
+        properties: dict[str, str] | None = None,
+        run_id: str | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
         """Assert that an edge holds (see :meth:`claim`)."""
-        return self.claim(edge_type, subject, obj, polarity="assert", **kw)
+        return self.claim(
+            edge_type,
+            subject,
+            obj,
+            agent=agent,
+            task=task,
+            polarity="assert",
+            confidence=confidence,
+            evidence=evidence,
+            reasoning=reasoning,
+            asserted_at=asserted_at,
+            based_on_version=based_on_version,
+            properties=properties,
+            run_id=run_id,
+            command_id=command_id,
+        )
 
-    def deny(self, edge_type: str, subject: NodeLike, obj: NodeLike, **kw: Any) -> Receipt:
+    def deny(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        agent: str,
+        task: str = "",
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        reasoning: str = "",
+        asserted_at: int | str | None = None,
+        based_on_version: int | None = None,
+        properties: dict[str, str] | None = None,
+        run_id: str | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
         """Deny that an edge holds (see :meth:`claim`)."""
-        return self.claim(edge_type, subject, obj, polarity="deny", **kw)
+        return self.claim(
+            edge_type,
+            subject,
+            obj,
+            agent=agent,
+            task=task,
+            polarity="deny",
+            confidence=confidence,
+            evidence=evidence,
+            reasoning=reasoning,
+            asserted_at=asserted_at,
+            based_on_version=based_on_version,
+            properties=properties,
+            run_id=run_id,
+            command_id=command_id,
+        )
 
     def retract(
         self,

@@ -17,11 +17,12 @@ through the runtime it drives (``Graph.tick``, ``KafkaGraph.tick``), never a cli
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from claimgraph.core.model import Command, Decision
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.service.api import NodeLike, Receipt
+from claimgraph.service.queries import PathsResult, ReachResult
 from claimgraph.service.runs import Run, Snapshot
 from claimgraph.service.traces import ReplayReport, RunSummary
 
@@ -59,9 +60,41 @@ class GraphPort(Protocol):
         command_id: str | None = None,
     ) -> Receipt: ...
 
-    def assert_(self, edge_type: str, subject: NodeLike, obj: NodeLike, **kw: Any) -> Receipt: ...
+    def assert_(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        agent: str,
+        task: str = "",
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        reasoning: str = "",
+        asserted_at: int | str | None = None,
+        based_on_version: int | None = None,
+        properties: dict[str, str] | None = None,
+        run_id: str | None = None,
+        command_id: str | None = None,
+    ) -> Receipt: ...
 
-    def deny(self, edge_type: str, subject: NodeLike, obj: NodeLike, **kw: Any) -> Receipt: ...
+    def deny(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        agent: str,
+        task: str = "",
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        reasoning: str = "",
+        asserted_at: int | str | None = None,
+        based_on_version: int | None = None,
+        properties: dict[str, str] | None = None,
+        run_id: str | None = None,
+        command_id: str | None = None,
+    ) -> Receipt: ...
 
     def retract(
         self,
@@ -187,7 +220,36 @@ class GraphPort(Protocol):
         at: int | None = None,
         timeout: float = 0.0,
         include_absent: bool = False,
+        min_confidence: float | None = None,
+        writer: str | None = None,
+        asserted_after: int | None = None,
+        asserted_before: int | None = None,
     ) -> list[NeighborView]: ...
+
+    def paths(
+        self,
+        src: NodeLike,
+        dst: NodeLike,
+        *,
+        max_hops: int = 3,
+        edge_types: Sequence[str] | None = None,
+        direction: Literal["out", "in", "both"] = "out",
+        limit: int = 100,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> PathsResult: ...
+
+    def reach(
+        self,
+        node: NodeLike,
+        *,
+        direction: Literal["out", "in", "both"] = "out",
+        max_hops: int = 2,
+        edge_types: Sequence[str] | None = None,
+        limit: int = 100,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> ReachResult: ...
 
     def edges(self, *, at: int | None = None, limit: int = 500) -> list[EdgeView]: ...
 

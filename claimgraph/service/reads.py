@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal
 
 from claimgraph.errors import InputError, UnknownSlotError
 from claimgraph.projections.reader import EdgeView, NeighborView, ProjectionReader, SlotView
 from claimgraph.service.api import NodeLike, _node
+from claimgraph.service.queries import (
+    PathsResult,
+    ReachResult,
+    find_paths,
+    find_reach,
+    keep_neighbor,
+)
 
 __all__ = ["GraphReads"]
 
@@ -106,8 +115,10 @@ class GraphReads:
     ) -> EdgeView:
         """One edge as of ``at``: present, absent or unknown (with the conflict id)."""
         s, o = _node(subject), _node(obj)
+        v_at = self._at(at, timeout)
+        self._defined(edge_type, v_at)
         try:
-            e = self.reader.edge(edge_type, s, o, self._at(at, timeout))
+            e = self.reader.edge(edge_type, s, o, v_at)
         except UnknownSlotError as exc:
             self._note_blocked(exc.conflict_id, f"edge {edge_type} {s} {o}")
             raise
@@ -126,8 +137,10 @@ class GraphReads:
     ) -> SlotView:
         """What an exclusive slot holds as of ``at``."""
         n = _node(node)
+        v_at = self._at(at, timeout)
+        self._defined(edge_type, v_at, side=direction)
         try:
-            v = self.reader.slot(edge_type, n, self._at(at, timeout), direction)
+            v = self.reader.slot(edge_type, n, v_at, direction)
         except UnknownSlotError as exc:
             self._note_blocked(exc.conflict_id, f"slot {edge_type} {n} {direction}")
             raise
@@ -144,24 +157,159 @@ class GraphReads:
         at: int | None = None,
         timeout: float = 0.0,
         include_absent: bool = False,
+        min_confidence: float | None = None,
+        writer: str | None = None,
+        asserted_after: int | None = None,
+        asserted_before: int | None = None,
     ) -> list[NeighborView]:
-        """The node's neighbours as of ``at`` (present and unknown edges)."""
+        """The node's neighbours as of ``at`` (present and unknown edges).
+
+        Filters keep an edge when one of its claims has at least ``min_confidence``, was
+        written by ``writer``, or asserted after / before a time (epoch ms, exclusive).
+        """
         n = _node(node)
+        v_at = self._at(at, timeout)
+        if edge_type is not None:
+            self._defined(edge_type, v_at)
         try:
             ns = self.reader.neighbors(
-                n,
-                self._at(at, timeout),
-                edge_type=edge_type,
-                direction=direction,
-                include_absent=include_absent,
+                n, v_at, edge_type=edge_type, direction=direction, include_absent=include_absent
             )
         except UnknownSlotError as exc:
             self._note_blocked(exc.conflict_id, f"neighbors {n} {edge_type} {direction}")
             raise
+        filters = (min_confidence, writer, asserted_after, asserted_before)
+        if any(f is not None for f in filters):
+            ns = [
+                x
+                for x in ns
+                if keep_neighbor(
+                    [self.reader.claim(c, v_at) for c in self._claims_of(x, v_at)],
+                    min_confidence=min_confidence,
+                    writer=writer,
+                    asserted_after=asserted_after,
+                    asserted_before=asserted_before,
+                )
+            ]
         for v in ns:
             if v.state == "unknown":
                 self._note_blocked(v.conflict_id, f"neighbors {n} {edge_type} {direction}")
         return ns
+
+    def _claims_of(self, v: NeighborView, at: int) -> Sequence[str]:
+        """The claims behind a neighbour: its visible ones, or (unknown) its conflict's."""
+        if v.claims or v.conflict_id is None:
+            return v.claims
+        c = self.reader.conflict(v.conflict_id, at)
+        return list(c["claims"]) if c else ()
+
+    def paths(
+        self,
+        src: NodeLike,
+        dst: NodeLike,
+        *,
+        max_hops: int = 3,
+        edge_types: Sequence[str] | None = None,
+        direction: Literal["out", "in", "both"] = "out",
+        limit: int = 100,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> PathsResult:
+        """Simple paths ``src`` → ``dst`` as of ``at``, shortest first (unknown edges are
+        followed and named with their conflict ids; limits in :mod:`~claimgraph.service.queries`).
+        """
+        v = self._at(at, timeout)
+        for et in edge_types or ():
+            self._defined(et, v)
+        res = find_paths(
+            self._expander(v),
+            _node(src),
+            _node(dst),
+            version=v,
+            max_hops=max_hops,
+            edge_types=edge_types,
+            direction=direction,
+            limit=limit,
+        )
+        for h in res.unknown:
+            self._note_blocked(h.conflict_id, f"paths {h.edge_type} {h.subject} {h.object}")
+        return res
+
+    def reach(
+        self,
+        node: NodeLike,
+        *,
+        direction: Literal["out", "in", "both"] = "out",
+        max_hops: int = 2,
+        edge_types: Sequence[str] | None = None,
+        limit: int = 100,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> ReachResult:
+        """Every node within ``max_hops`` of ``node`` as of ``at``, nearest first."""
+        v = self._at(at, timeout)
+        for et in edge_types or ():
+            self._defined(et, v)
+        res = find_reach(
+            self._expander(v),
+            _node(node),
+            version=v,
+            direction=direction,
+            max_hops=max_hops,
+            edge_types=edge_types,
+            limit=limit,
+        )
+        for h in res.unknown:
+            self._note_blocked(h.conflict_id, f"reach {h.edge_type} {h.subject} {h.object}")
+        return res
+
+    def _expander(self, v: int) -> Callable[[tuple[str, str], str, str | None], list[NeighborView]]:
+        def expand(n: tuple[str, str], d: str, et: str | None) -> list[NeighborView]:
+            return self.reader.neighbors(n, v, edge_type=et, direction=d)
+
+        return expand
+
+    def _defined(self, edge_type: str, at: int, side: str | None = None) -> None:
+        """Raise InputError naming the schema when it does not define ``edge_type`` (or, with
+        ``side``, when its cardinality makes no slot on that side: ``out`` is the subject's).
+
+        Traces recorded before reads checked this replay with their recorded meaning
+        (``absent``): replay turns the check off (:func:`lenient_reads`).
+        """
+        if getattr(_attribution(self), "lenient", False):
+            return
+        schema = self.reader.schema(at)
+        if schema is None:
+            return
+        et = schema.edge_types.get(edge_type)
+        if et is not None:
+            if side is None or (et.subject_exclusive if side == "out" else et.object_exclusive):
+                return
+            row = self.reader.schema_row(at) or {}
+            raise InputError(
+                f"edge type {edge_type!r} is {et.cardinality.value} in the graph schema in force "
+                f"at version {at} (revision {row.get('revision')}, {row.get('source')}): it has "
+                f"no slot on the {'subject' if side == 'out' else 'object'} side "
+                f"(direction={side!r}); read its neighbors instead"
+            )
+        row = self.reader.schema_row(at) or {}
+        raise InputError(
+            f"edge type {edge_type[:80]!r} is not defined by the graph schema in force at "
+            f"version {at} (revision {row.get('revision')}, {row.get('source')}); it defines: "
+            + ", ".join(sorted(schema.edge_types))
+        )
+
+    @contextlib.contextmanager
+    def lenient_reads(self) -> Iterator[None]:
+        """Reads of undefined edge types answer ``absent`` (as before they were errors), in
+        this thread, while the context lasts: replay of traces recorded before that change."""
+        local = _attribution(self)
+        before = getattr(local, "lenient", False)
+        local.lenient = True
+        try:
+            yield
+        finally:
+            local.lenient = before
 
     def edges(self, *, at: int | None = None, limit: int = 500) -> list[EdgeView]:
         """The graph's edges as of ``at`` (present and unknown), at most ``limit``."""

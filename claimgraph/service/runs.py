@@ -20,13 +20,23 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from claimgraph.errors import ConfigError, InputError, RunNotFound
-from claimgraph.service.traces import ReplayReport, RunSummary, digest, jsonable, replay, summarize
+from claimgraph.service.traces import (
+    READS_REVISION,
+    ReplayReport,
+    RunSummary,
+    digest,
+    jsonable,
+    replay,
+    summarize,
+)
 
 if TYPE_CHECKING:
+    from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
     from claimgraph.service.api import NodeLike, Receipt
+    from claimgraph.service.queries import PathsResult, ReachResult
 
 __all__ = [
     "Run",
@@ -160,7 +170,7 @@ class Run:
         self.events: list[dict[str, Any]] = []
         self._pending: list[dict[str, Any]] = []
         self._closed = False
-        self._event("start", {"snapshot": self.snapshot_id})
+        self._event("start", {"snapshot": self.snapshot_id, "reads": READS_REVISION})
         self.flush()  # the pin is in the log before the first read is served
 
     # -- the trace ---------------------------------------------------------------------------------
@@ -241,19 +251,23 @@ class Run:
 
     # -- reads at the pinned version --------------------------------------------------------------
 
-    def edge(self, edge_type: str, subject: NodeLike, obj: NodeLike) -> Any:
+    def edge(self, edge_type: str, subject: NodeLike, obj: NodeLike) -> EdgeView:
         """The edge as of the pinned version (recorded)."""
         g: Any = self.graph
         args = {"edge_type": edge_type, "subject": _node(subject), "object": _node(obj)}
-        return self._read("edge", args, lambda: g.edge(edge_type, subject, obj, at=self.version))
+        r: EdgeView = self._read(
+            "edge", args, lambda: g.edge(edge_type, subject, obj, at=self.version)
+        )
+        return r
 
-    def slot(self, edge_type: str, node: NodeLike, *, direction: str = "out") -> Any:
+    def slot(self, edge_type: str, node: NodeLike, *, direction: str = "out") -> SlotView:
         """An exclusive slot as of the pinned version (recorded)."""
         g: Any = self.graph
         args = {"edge_type": edge_type, "node": _node(node), "direction": direction}
-        return self._read(
+        r: SlotView = self._read(
             "slot", args, lambda: g.slot(edge_type, node, direction=direction, at=self.version)
         )
+        return r
 
     def neighbors(
         self,
@@ -262,16 +276,28 @@ class Run:
         edge_type: str | None = None,
         direction: str = "out",
         include_absent: bool = False,
-    ) -> Any:
-        """A node's neighbours as of the pinned version (recorded)."""
+        min_confidence: float | None = None,
+        writer: str | None = None,
+        asserted_after: int | None = None,
+        asserted_before: int | None = None,
+    ) -> list[NeighborView]:
+        """A node's neighbours as of the pinned version, optionally filtered (recorded)."""
         g: Any = self.graph
-        args = {
+        args: dict[str, Any] = {
             "node": _node(node),
             "edge_type": edge_type,
             "direction": direction,
             "include_absent": include_absent,
         }
-        return self._read(
+        filters = {
+            "min_confidence": min_confidence,
+            "writer": writer,
+            "asserted_after": asserted_after,
+            "asserted_before": asserted_before,
+        }
+        filters = {k: v for k, v in filters.items() if v is not None}
+        args.update(filters)  # only the filters given: traces stay as they were without them
+        r: list[NeighborView] = self._read(
             "neighbors",
             args,
             lambda: g.neighbors(
@@ -280,41 +306,116 @@ class Run:
                 direction=direction,
                 at=self.version,
                 include_absent=include_absent,
+                **filters,
             ),
         )
+        return r
 
-    def history(self, edge_type: str, subject: NodeLike, obj: NodeLike) -> Any:
+    def paths(
+        self,
+        src: NodeLike,
+        dst: NodeLike,
+        *,
+        max_hops: int = 3,
+        edge_types: Sequence[str] | None = None,
+        direction: Literal["out", "in", "both"] = "out",
+        limit: int = 100,
+    ) -> PathsResult:
+        """Paths ``src`` → ``dst`` as of the pinned version (recorded)."""
+        g: Any = self.graph
+        types = list(edge_types) if edge_types else None
+        args = {
+            "src": _node(src),
+            "dst": _node(dst),
+            "max_hops": max_hops,
+            "edge_types": types,
+            "direction": direction,
+            "limit": limit,
+        }
+        r: PathsResult = self._read(
+            "paths",
+            args,
+            lambda: g.paths(
+                src,
+                dst,
+                max_hops=max_hops,
+                edge_types=types,
+                direction=direction,
+                limit=limit,
+                at=self.version,
+            ),
+        )
+        return r
+
+    def reach(
+        self,
+        node: NodeLike,
+        *,
+        direction: Literal["out", "in", "both"] = "out",
+        max_hops: int = 2,
+        edge_types: Sequence[str] | None = None,
+        limit: int = 100,
+    ) -> ReachResult:
+        """Nodes within ``max_hops`` of ``node`` as of the pinned version (recorded)."""
+        g: Any = self.graph
+        types = list(edge_types) if edge_types else None
+        args = {
+            "node": _node(node),
+            "direction": direction,
+            "max_hops": max_hops,
+            "edge_types": types,
+            "limit": limit,
+        }
+        r: ReachResult = self._read(
+            "reach",
+            args,
+            lambda: g.reach(
+                node,
+                direction=direction,
+                max_hops=max_hops,
+                edge_types=types,
+                limit=limit,
+                at=self.version,
+            ),
+        )
+        return r
+
+    def history(self, edge_type: str, subject: NodeLike, obj: NodeLike) -> list[dict[str, Any]]:
         """An edge's history up to the pinned version (recorded)."""
         g: Any = self.graph
         args = {"edge_type": edge_type, "subject": _node(subject), "object": _node(obj)}
-        return self._read(
+        r: list[dict[str, Any]] = self._read(
             "history", args, lambda: g.history(edge_type, subject, obj, at=self.version)
         )
+        return r
 
-    def quarantine(self, *, include_closed: bool = False) -> Any:
+    def quarantine(self, *, include_closed: bool = False) -> list[dict[str, Any]]:
         """Conflicts as of the pinned version (recorded)."""
         g: Any = self.graph
-        return self._read(
+        r: list[dict[str, Any]] = self._read(
             "quarantine",
             {"include_closed": include_closed},
             lambda: g.quarantine(at=self.version, include_closed=include_closed),
         )
+        return r
 
-    def claim_info(self, claim_id: str) -> Any:
+    def claim_info(self, claim_id: str) -> dict[str, Any] | None:
         """A claim as of the pinned version (recorded)."""
         g: Any = self.graph
-        return self._read(
+        r: dict[str, Any] | None = self._read(
             "claim_info", {"claim_id": claim_id}, lambda: g.claim_info(claim_id, at=self.version)
         )
+        return r
 
-    def conflict(self, conflict_id: str) -> Any:
+    def conflict(self, conflict_id: str) -> dict[str, Any] | None:
         """A conflict as of the pinned version (recorded)."""
         g: Any = self.graph
-        return self._read(
+        r: dict[str, Any] | None = self._read(
             "conflict",
             {"conflict_id": conflict_id},
             lambda: g.conflict(conflict_id, at=self.version),
         )
+        return r
 
     # -- writes as the run's agent, based on the pinned version -----------------------------------
 
@@ -333,22 +434,99 @@ class Run:
         self.flush()
         return receipt
 
-    def claim(self, edge_type: str, subject: NodeLike, obj: NodeLike, **kw: Any) -> Receipt:
-        """A claim by the run's agent in its task, ``based_on_version`` = the pinned version."""
+    def claim(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        polarity: str = "assert",
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        reasoning: str = "",
+        asserted_at: int | str | None = None,
+        based_on_version: int | None = None,
+        properties: dict[str, str] | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """A claim by the run's agent in its task, ``based_on_version`` = the pinned version
+        unless given."""
         g: Any = self.graph
-        kw.setdefault("based_on_version", self.version)
         r: Receipt = g.claim(
-            edge_type, subject, obj, agent=self.agent, task=self.task, run_id=self.run_id, **kw
+            edge_type,
+            subject,
+            obj,
+            agent=self.agent,
+            task=self.task,
+            run_id=self.run_id,
+            polarity=polarity,
+            confidence=confidence,
+            evidence=evidence,
+            reasoning=reasoning,
+            asserted_at=asserted_at,
+            properties=properties,
+            command_id=command_id,
+            based_on_version=self.version if based_on_version is None else based_on_version,
         )
         return self._wrote(r)
 
-    def assert_(self, edge_type: str, subject: NodeLike, obj: NodeLike, **kw: Any) -> Receipt:
+    def assert_(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        reasoning: str = "",
+        asserted_at: int | str | None = None,
+        based_on_version: int | None = None,
+        properties: dict[str, str] | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
         """Assert an edge within the run (see :meth:`claim`)."""
-        return self.claim(edge_type, subject, obj, polarity="assert", **kw)
+        return self.claim(
+            edge_type,
+            subject,
+            obj,
+            polarity="assert",
+            confidence=confidence,
+            evidence=evidence,
+            reasoning=reasoning,
+            asserted_at=asserted_at,
+            based_on_version=based_on_version,
+            properties=properties,
+            command_id=command_id,
+        )
 
-    def deny(self, edge_type: str, subject: NodeLike, obj: NodeLike, **kw: Any) -> Receipt:
+    def deny(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        reasoning: str = "",
+        asserted_at: int | str | None = None,
+        based_on_version: int | None = None,
+        properties: dict[str, str] | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
         """Deny an edge within the run (see :meth:`claim`)."""
-        return self.claim(edge_type, subject, obj, polarity="deny", **kw)
+        return self.claim(
+            edge_type,
+            subject,
+            obj,
+            polarity="deny",
+            confidence=confidence,
+            evidence=evidence,
+            reasoning=reasoning,
+            asserted_at=asserted_at,
+            based_on_version=based_on_version,
+            properties=properties,
+            command_id=command_id,
+        )
 
     def retract(self, claim_id: str, *, reason: str = "") -> Receipt:
         """Retract one of the agent's claims within the run."""

@@ -11,13 +11,15 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from claimgraph.core.wire import decode_run_event, encode_run_event
 from claimgraph.errors import ClaimgraphError, InputError
 from claimgraph.service.api import NodeLike
 
 __all__ = [
+    "NEIGHBOR_FILTERS",
+    "READS_REVISION",
     "READ_OPS",
     "ReplayReport",
     "RunSummary",
@@ -49,7 +51,8 @@ def digest(result: Any) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
-# The reads a run can make and replay: op → (method name, argument names in call order).
+# The reads a run can make and replay: op → the argument names a recorded read must carry
+# (optional ones, added later, default when absent: traces recorded before them still replay).
 READ_OPS: dict[str, tuple[str, ...]] = {
     "edge": ("edge_type", "subject", "object"),
     "slot": ("edge_type", "node", "direction"),
@@ -58,7 +61,15 @@ READ_OPS: dict[str, tuple[str, ...]] = {
     "quarantine": ("include_closed",),
     "claim_info": ("claim_id",),
     "conflict": ("conflict_id",),
+    "paths": ("src", "dst", "max_hops", "edge_types", "direction", "limit"),
+    "reach": ("node", "direction", "max_hops", "edge_types", "limit"),
 }
+# The optional filters of ``neighbors`` (absent from traces recorded before them).
+NEIGHBOR_FILTERS = ("min_confidence", "writer", "asserted_after", "asserted_before")
+# Read semantics a trace was recorded under, in its ``start`` event's payload (``reads``):
+# from 2 on, reads of edge types (or slot sides) the schema does not define are errors;
+# traces without it replay with the old meaning (``absent``).
+READS_REVISION = 2
 
 
 class _Reads(Protocol):
@@ -72,6 +83,31 @@ class _Reads(Protocol):
         direction: str,
         at: int | None,
         include_absent: bool,
+        min_confidence: float | None = None,
+        writer: str | None = None,
+        asserted_after: int | None = None,
+        asserted_before: int | None = None,
+    ) -> Any: ...
+    def paths(
+        self,
+        src: NodeLike,
+        dst: NodeLike,
+        *,
+        max_hops: int,
+        edge_types: Sequence[str] | None,
+        direction: Literal["out", "in", "both"],
+        limit: int,
+        at: int | None,
+    ) -> Any: ...
+    def reach(
+        self,
+        node: NodeLike,
+        *,
+        direction: Literal["out", "in", "both"],
+        max_hops: int,
+        edge_types: Sequence[str] | None,
+        limit: int,
+        at: int | None,
     ) -> Any: ...
     def history(
         self, edge_type: str, subject: NodeLike, obj: NodeLike, *, at: int | None
@@ -98,6 +134,26 @@ def execute(reads: _Reads, op: str, args: dict[str, Any], at: int) -> Any:
             direction=args["direction"],
             at=at,
             include_absent=args["include_absent"],
+            **{f: args[f] for f in NEIGHBOR_FILTERS if args.get(f) is not None},
+        )
+    if op == "paths":
+        return reads.paths(
+            n(args["src"]),
+            n(args["dst"]),
+            max_hops=args["max_hops"],
+            edge_types=args["edge_types"],
+            direction=args["direction"],
+            limit=args["limit"],
+            at=at,
+        )
+    if op == "reach":
+        return reads.reach(
+            n(args["node"]),
+            direction=args["direction"],
+            max_hops=args["max_hops"],
+            edge_types=args["edge_types"],
+            limit=args["limit"],
+            at=at,
         )
     if op == "history":
         return reads.history(args["edge_type"], n(args["subject"]), n(args["object"]), at=at)
@@ -207,6 +263,18 @@ def replay(reads: _Reads, events: Sequence[dict[str, Any]]) -> ReplayReport:
         raise InputError("nothing to replay: the run has no events")
     run_id = events[0]["run_id"]
     pinned = events[0]["pinned_version"]
+    started = next((e for e in events if e["kind"] == "start"), None)
+    recorded_under = _payload(started).get("reads", 1) if started is not None else 1
+    lenient = getattr(reads, "lenient_reads", None)
+    if recorded_under < READS_REVISION and lenient is not None:
+        with lenient():
+            return _replay(reads, events, run_id, pinned)
+    return _replay(reads, events, run_id, pinned)
+
+
+def _replay(
+    reads: _Reads, events: Sequence[dict[str, Any]], run_id: str, pinned: int
+) -> ReplayReport:
     n = 0
     for e in events:
         if e["kind"] != "read":
