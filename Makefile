@@ -21,7 +21,7 @@ help:
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,kafka,http]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,kafka,http,mcp,export,examples]'
 	@touch $(STAMP)
 
 install: $(STAMP)

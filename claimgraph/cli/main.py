@@ -18,7 +18,7 @@ from claimgraph.errors import ClaimgraphError, SchemaError
 from claimgraph.cli import writes as writes
 
 from claimgraph.cli import reads as reads  # isort: skip
-from claimgraph.cli import governance, kafka, rules, serving, versions  # isort: skip
+from claimgraph.cli import agents, governance, kafka, rules, serving, versions  # isort: skip
 
 __all__ = ["app", "main"]
 
@@ -27,6 +27,7 @@ governance.register(app)
 rules.register(app)
 versions.register(app)
 serving.register(app)  # serve, runs, key
+agents.register(app)  # mcp, tools
 
 
 def main() -> None:

@@ -241,7 +241,9 @@ def serve(
             raise ConfigError(f"token file {token_path} does not exist")
         generate_token_file(token_path, DEFAULT_PRINCIPALS)
         say(f"created {token_path} with tokens for: admin (admin), reviewer (resolver)")
-    app = create_app(graph, TokenFile.load(token_path), signer=signer)
+    token_file = TokenFile.load(token_path)
+    app = create_app(graph, token_file, signer=signer)
+    _mount_mcp(app, graph, token_file, host)
     stop = threading.Event()
 
     def ticker() -> None:
@@ -262,12 +264,28 @@ def serve(
     say(f"claimgraph: graph {graph.name!r} ({runtime})")
     say(f"  API          {url}/v1   (OpenAPI: {url}/docs)")
     say(f"  review page  {url}/review")
+    say(f"  MCP          {url}/mcp   (streamable HTTP, same tokens)")
     say(f"  tokens       {token_path}  (Authorization: Bearer TOKEN)")
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         stop.set()
         graph.close()
+
+
+def _mount_mcp(app: Any, graph: Any, token_file: Any, host: str) -> None:
+    """MCP's streamable HTTP transport at /mcp, identities from the same token file."""
+    try:
+        from claimgraph.mcp.session import Identity
+        from claimgraph.mcp.transports import mount
+    except ImportError:  # the mcp extra is not installed: the API serves without it
+        return
+
+    def identify(token: str | None) -> Identity | None:
+        p = token_file.principal(token)
+        return None if p is None else Identity(p.agent, p.tasks, p.roles, True, "token")
+
+    mount(app, graph, identify, host=host)
 
 
 def register(app: typer.Typer) -> None:
