@@ -12,11 +12,14 @@ read takes ``at=``. Start with::
         g.edge("deployment_target", "service:checkout", "environment:prod", at=r.version)
 
 Over HTTP, ``claimgraph.connect(url, token=...)`` gives the same interface; ``g.run(...)``
-pins a version for an agent's run and records what it read.
+pins a version for an agent's run and records what it read. From asyncio,
+``await claimgraph.aopen(path)`` and ``await claimgraph.aconnect(url, token=...)`` give it
+with every call awaited.
 """
 
 from __future__ import annotations
 
+from pathlib import Path as _Path
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
@@ -63,6 +66,8 @@ from claimgraph.service.signers import Signer
 from claimgraph.service.traces import ReplayReport, RunSummary
 
 if _TYPE_CHECKING:
+    from claimgraph.sdk.aio import AsyncEmbeddedGraph
+    from claimgraph.sdk.aio_http import AsyncHttpGraph
     from claimgraph.sdk.http import HttpGraph
 
 
@@ -75,6 +80,25 @@ def connect(url: str, token: str | None = None, **kw: _Any) -> HttpGraph:
     from claimgraph.sdk.http import connect as _connect
 
     return _connect(url, token, **kw)
+
+
+async def aopen(
+    path: str | _Path, *, create: bool = False, graph: str | None = None
+) -> AsyncEmbeddedGraph:
+    """The embedded graph, async: ``g = await claimgraph.aopen(path)``; every call is awaited
+    and its RocksDB work runs on the graph's own worker threads, never the event loop."""
+    from claimgraph.sdk.aio import aopen as _aopen
+
+    return await _aopen(path, create=create, graph=graph)
+
+
+async def aconnect(
+    url: str, token: str | None = None, *, app: _Any = None, timeout: float = 30.0
+) -> AsyncHttpGraph:
+    """The graph behind a claimgraph HTTP API, async (an ``httpx.AsyncClient``)."""
+    from claimgraph.sdk.aio_http import aconnect as _aconnect
+
+    return await _aconnect(url, token, app=app, timeout=timeout)
 
 
 __version__ = "0.1.0"
@@ -122,6 +146,8 @@ __all__ = [
     "VersionNotYetAvailable",
     "VersionPruned",
     "__version__",
+    "aconnect",
+    "aopen",
     "connect",
     "load_schema_file",
     "open",

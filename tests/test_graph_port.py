@@ -1,10 +1,12 @@
-"""One contract suite for the graph port, run against its three implementations.
+"""One contract suite for the graph port, run against its implementations, sync and async.
 
 ``embedded`` is the graph in process, ``http`` the SDK over the real FastAPI app (through
 httpx's ASGI transport, with a token per principal), ``kafka`` a KafkaGraph against a real
-broker with a governor and a projector running. Each test gets ``as_agent(name)``: the port as
-that principal. Writes return receipts; reads wait for the receipt's version (the Kafka
-projector applies decisions asynchronously), then read at explicit versions.
+broker with a governor and a projector running; ``async-embedded`` and ``async-http`` are the
+async SDK (``aopen``, ``aconnect``) over the first two, driven through a blocking adapter.
+Each test gets ``as_agent(name)``: the port as that principal. Writes return receipts; reads
+wait for the receipt's version (the Kafka projector applies decisions asynchronously), then
+read at explicit versions.
 """
 
 from __future__ import annotations
@@ -29,11 +31,14 @@ from tests.http_fixtures import TOKENS, token_file
 AsAgent = Callable[[str], GraphPort]
 
 
-@pytest.fixture(params=["embedded", "http", "kafka"])
+@pytest.fixture(params=["embedded", "http", "kafka", "async-embedded", "async-http"])
 def port(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AsAgent]:
     """``as_agent(name)``: the graph port as that principal, over one implementation."""
     if request.param == "kafka":
         yield from _kafka(request, tmp_path)
+        return
+    if request.param.startswith("async-"):
+        yield from _async(request.param, tmp_path)
         return
     g = claimgraph.open(tmp_path / "g", create=True, graph="test")
     clients: list[Any] = []
@@ -54,6 +59,35 @@ def port(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AsAgent]:
     for c in clients:
         c.close()
     g.close()
+
+
+def _async(kind: str, tmp_path: Path) -> Iterator[AsAgent]:
+    from tests.async_adapter import Blocking, Loop
+
+    loop = Loop()
+    clients: list[Any] = []
+    if kind == "async-embedded":
+        g = loop.run(claimgraph.aopen(tmp_path / "g", create=True, graph="test"))
+        clients.append(g)
+
+        def as_agent(agent: str) -> GraphPort:
+            return Blocking(g, loop)  # type: ignore[return-value]
+
+    else:
+        sync = claimgraph.open(tmp_path / "g", create=True, graph="test")
+        app = create_app(sync, token_file())
+
+        def as_agent(agent: str) -> GraphPort:
+            c = loop.run(claimgraph.aconnect("http://claimgraph.test", TOKENS[agent], app=app))
+            clients.append(c)
+            return Blocking(c, loop)  # type: ignore[return-value]
+
+    yield as_agent
+    for c in clients:
+        loop.run(c.aclose())
+    if kind == "async-http":
+        sync.close()
+    loop.close()
 
 
 def _kafka(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AsAgent]:
@@ -201,3 +235,26 @@ def test_a_version_above_head_is_waited_for_then_refused(port: AsAgent) -> None:
     r = admin.wait(admin.publish_schema(SCHEMA, agent="admin"), timeout=30)
     with pytest.raises(VersionNotYetAvailable):
         admin.edge("owns", "service:a", "database:d", at=r.version + 1000, timeout=0.2)
+
+
+def test_queries_beyond_one_hop(port: AsAgent) -> None:
+    """paths, reach and filtered neighbors answer alike over every implementation."""
+    admin, inv, tracer = port("admin"), port("inventory"), port("tracer")
+    admin.publish_schema(SCHEMA, agent="admin")
+    inv.assert_("depends_on", "service:a", "service:b", agent="inventory", confidence=0.5)
+    inv.assert_("depends_on", "service:b", "service:c", agent="inventory")
+    d = _ok(tracer.deny("depends_on", "service:b", "service:c", agent="tracer"), "quarantined")
+    inv.wait(d, timeout=30)
+    p = inv.paths("service:a", "service:c", at=d.version)
+    assert [(len(x.hops), x.state, x.conflicts) for x in p.paths] == [
+        (2, "unknown", (d.decision["conflict_id"],))
+    ]
+    r = inv.reach("service:a", max_hops=2, at=d.version)
+    assert [(n.node, n.hops, n.certain) for n in r.nodes] == [
+        (("service", "b"), 1, True),
+        (("service", "c"), 2, False),
+    ]
+    assert inv.neighbors("service:a", min_confidence=0.6, at=d.version) == []
+    assert [n.node for n in inv.neighbors("service:a", writer="inventory", at=d.version)] == [
+        ("service", "b")
+    ]

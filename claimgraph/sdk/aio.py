@@ -1,0 +1,638 @@
+"""The async SDK: ``await claimgraph.aopen(path)`` and ``await claimgraph.aconnect(url, token=)``.
+
+Both return an :class:`AsyncGraph`: the graph port's interface (the same writers, reads at
+``at=``, ``wait``, ``snapshot``, ``run``, ``replay_run``) with every call awaitable.
+
+* :class:`AsyncEmbeddedGraph` serves an embedded (or Kafka) graph without blocking the event
+  loop: every call runs on the graph's own worker threads (named ``claimgraph-io-N``), where
+  RocksDB does its work, and the coroutine awaits the result.
+* :class:`~claimgraph.sdk.aio_http.AsyncHttpGraph` talks to the HTTP API with an
+  ``httpx.AsyncClient`` (``app=`` drives an ASGI app in process, through
+  ``httpx.ASGITransport``).
+
+A run (:class:`~claimgraph.sdk.aio_runs.AsyncRun`) is ``async with graph.run(...) as run:``;
+its reads are awaited, served at the pinned version and traced exactly as a sync run's (the
+same trace events, so ``runs replay`` treats both alike), and its blocked reads are reported
+when it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from claimgraph.core.model import Command, Decision
+from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
+from claimgraph.sdk.aio_runs import AsyncRun
+from claimgraph.service.api import NodeLike, Receipt
+from claimgraph.service.queries import PathsResult, ReachResult
+from claimgraph.service.runs import Snapshot, pins_of
+from claimgraph.service.traces import ReplayReport, RunSummary
+
+if TYPE_CHECKING:
+    from claimgraph.service.port import GraphPort
+
+__all__ = ["AsyncEmbeddedGraph", "AsyncGraph", "aopen"]
+
+T = TypeVar("T")
+Walk = Literal["out", "in", "both"]
+
+
+class AsyncGraph:
+    """The graph port, awaitable. Subclasses provide ``_call`` (and may override reads)."""
+
+    name: str
+
+    async def _call(self, method: str, *args: Any, **kw: Any) -> Any:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> AsyncGraph:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- writes: one per client command ----------------------------------------------------------
+
+    async def submit(self, commands: Sequence[Command | bytes]) -> list[Receipt]:
+        """Send commands (or signed records); one receipt per command, in order."""
+        out: list[Receipt] = await self._call("submit", commands)
+        return out
+
+    async def claim(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        agent: str,
+        task: str = "",
+        polarity: str = "assert",
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        reasoning: str = "",
+        asserted_at: int | str | None = None,
+        based_on_version: int | None = None,
+        properties: dict[str, str] | None = None,
+        run_id: str | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Assert (or with ``polarity='deny'`` deny) an edge."""
+        r: Receipt = await self._call(
+            "claim",
+            edge_type,
+            subject,
+            obj,
+            agent=agent,
+            task=task,
+            polarity=polarity,
+            confidence=confidence,
+            evidence=evidence,
+            reasoning=reasoning,
+            asserted_at=asserted_at,
+            based_on_version=based_on_version,
+            properties=properties,
+            run_id=run_id,
+            command_id=command_id,
+        )
+        return r
+
+    async def assert_(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        agent: str,
+        task: str = "",
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        reasoning: str = "",
+        asserted_at: int | str | None = None,
+        based_on_version: int | None = None,
+        properties: dict[str, str] | None = None,
+        run_id: str | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Assert that an edge holds."""
+        return await self.claim(
+            edge_type,
+            subject,
+            obj,
+            agent=agent,
+            task=task,
+            polarity="assert",
+            confidence=confidence,
+            evidence=evidence,
+            reasoning=reasoning,
+            asserted_at=asserted_at,
+            based_on_version=based_on_version,
+            properties=properties,
+            run_id=run_id,
+            command_id=command_id,
+        )
+
+    async def deny(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        agent: str,
+        task: str = "",
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        reasoning: str = "",
+        asserted_at: int | str | None = None,
+        based_on_version: int | None = None,
+        properties: dict[str, str] | None = None,
+        run_id: str | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Deny that an edge holds."""
+        return await self.claim(
+            edge_type,
+            subject,
+            obj,
+            agent=agent,
+            task=task,
+            polarity="deny",
+            confidence=confidence,
+            evidence=evidence,
+            reasoning=reasoning,
+            asserted_at=asserted_at,
+            based_on_version=based_on_version,
+            properties=properties,
+            run_id=run_id,
+            command_id=command_id,
+        )
+
+    async def retract(
+        self,
+        claim_id: str,
+        *,
+        agent: str,
+        task: str = "",
+        reason: str = "",
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Withdraw one's own claim."""
+        r: Receipt = await self._call(
+            "retract", claim_id, agent=agent, task=task, reason=reason, command_id=command_id
+        )
+        return r
+
+    async def resolve(
+        self,
+        conflict_id: str,
+        *,
+        agent: str,
+        winner: str | None,
+        resolver: str = "human",
+        rationale: str = "",
+        inputs: str = "",
+        task: str = "",
+        command_id: str | None = None,
+    ) -> Receipt:
+        """A resolver's verdict: ``winner`` (a claim id) or ``None`` to reject every claim."""
+        r: Receipt = await self._call(
+            "resolve",
+            conflict_id,
+            agent=agent,
+            winner=winner,
+            resolver=resolver,
+            rationale=rationale,
+            inputs=inputs,
+            task=task,
+            command_id=command_id,
+        )
+        return r
+
+    async def escalate(
+        self,
+        conflict_id: str,
+        *,
+        agent: str,
+        reason: str,
+        resolver: str = "human",
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Hand a conflict to a person."""
+        r: Receipt = await self._call(
+            "escalate",
+            conflict_id,
+            agent=agent,
+            reason=reason,
+            resolver=resolver,
+            command_id=command_id,
+        )
+        return r
+
+    async def read_blocked(
+        self,
+        conflict_id: str,
+        count: int = 1,
+        *,
+        agent: str = "reader",
+        run_id: str | None = None,
+        pinned_version: int | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Report reads of a run that hit a quarantined slot."""
+        r: Receipt = await self._call(
+            "read_blocked",
+            conflict_id,
+            count,
+            agent=agent,
+            run_id=run_id,
+            pinned_version=pinned_version,
+            command_id=command_id,
+        )
+        return r
+
+    async def publish_schema(
+        self,
+        document: str,
+        *,
+        agent: str,
+        source: str = "<inline>",
+        task: str = "",
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Publish a graph schema document (YAML) as ``agent`` (an admin)."""
+        r: Receipt = await self._call(
+            "publish_schema",
+            document,
+            agent=agent,
+            source=source,
+            task=task,
+            command_id=command_id,
+        )
+        return r
+
+    async def grant(
+        self,
+        grantee_agent: str,
+        edge_type: str,
+        *,
+        agent: str,
+        grantee_task: str = "*",
+        expires_at: int | str | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Grant extra write scope (admin only)."""
+        r: Receipt = await self._call(
+            "grant",
+            grantee_agent,
+            edge_type,
+            agent=agent,
+            grantee_task=grantee_task,
+            expires_at=expires_at,
+            command_id=command_id,
+        )
+        return r
+
+    async def revoke(self, grant_id: str, *, agent: str, command_id: str | None = None) -> Receipt:
+        """Revoke a grant (admin only)."""
+        r: Receipt = await self._call("revoke", grant_id, agent=agent, command_id=command_id)
+        return r
+
+    async def register_key(
+        self,
+        key_id: str,
+        key_agent: str,
+        public_key: bytes,
+        *,
+        agent: str,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Register an Ed25519 public key (admin only)."""
+        r: Receipt = await self._call(
+            "register_key", key_id, key_agent, public_key, agent=agent, command_id=command_id
+        )
+        return r
+
+    async def revoke_key(
+        self, key_id: str, *, agent: str, command_id: str | None = None
+    ) -> Receipt:
+        """Revoke a signing key (admin only)."""
+        r: Receipt = await self._call("revoke_key", key_id, agent=agent, command_id=command_id)
+        return r
+
+    async def erase(
+        self, claim_id: str, *, agent: str, reason: str, command_id: str | None = None
+    ) -> Receipt:
+        """Erase a claim's payload from every read (admin only)."""
+        r: Receipt = await self._call(
+            "erase", claim_id, agent=agent, reason=reason, command_id=command_id
+        )
+        return r
+
+    async def upgrade_rules(self, to: int, *, agent: str, command_id: str | None = None) -> Receipt:
+        """Move the graph to governor rules revision ``to`` (admin only)."""
+        r: Receipt = await self._call("upgrade_rules", to, agent=agent, command_id=command_id)
+        return r
+
+    # -- versions --------------------------------------------------------------------------------
+
+    async def head(self) -> int:
+        """The newest applied version."""
+        v: int = await self._call("head")
+        return v
+
+    async def wait_for(self, version: int, timeout: float = 0.0) -> int:
+        """Wait until ``version`` is applied; return head."""
+        v: int = await self._call("wait_for", version, timeout)
+        return v
+
+    async def wait(self, receipt: Receipt, timeout: float = 10.0) -> Receipt:
+        """Wait until reads see ``receipt``'s version; return it."""
+        await self.wait_for(receipt.version, timeout)
+        return receipt
+
+    # -- reads at a version ----------------------------------------------------------------------
+
+    async def edge(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> EdgeView:
+        """One edge as of ``at``: present, absent or unknown (with the conflict id)."""
+        v: EdgeView = await self._call("edge", edge_type, subject, obj, at=at, timeout=timeout)
+        return v
+
+    async def slot(
+        self,
+        edge_type: str,
+        node: NodeLike,
+        *,
+        direction: str = "out",
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> SlotView:
+        """What an exclusive slot holds as of ``at``."""
+        v: SlotView = await self._call(
+            "slot", edge_type, node, direction=direction, at=at, timeout=timeout
+        )
+        return v
+
+    async def neighbors(
+        self,
+        node: NodeLike,
+        *,
+        edge_type: str | None = None,
+        direction: str = "out",
+        at: int | None = None,
+        timeout: float = 0.0,
+        include_absent: bool = False,
+        min_confidence: float | None = None,
+        writer: str | None = None,
+        asserted_after: int | None = None,
+        asserted_before: int | None = None,
+    ) -> list[NeighborView]:
+        """The node's neighbours as of ``at``, optionally filtered by their claims."""
+        v: list[NeighborView] = await self._call(
+            "neighbors",
+            node,
+            edge_type=edge_type,
+            direction=direction,
+            at=at,
+            timeout=timeout,
+            include_absent=include_absent,
+            min_confidence=min_confidence,
+            writer=writer,
+            asserted_after=asserted_after,
+            asserted_before=asserted_before,
+        )
+        return v
+
+    async def paths(
+        self,
+        src: NodeLike,
+        dst: NodeLike,
+        *,
+        max_hops: int = 3,
+        edge_types: Sequence[str] | None = None,
+        direction: Walk = "out",
+        limit: int = 100,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> PathsResult:
+        """Simple paths ``src`` → ``dst`` as of ``at``, shortest first."""
+        v: PathsResult = await self._call(
+            "paths",
+            src,
+            dst,
+            max_hops=max_hops,
+            edge_types=edge_types,
+            direction=direction,
+            limit=limit,
+            at=at,
+            timeout=timeout,
+        )
+        return v
+
+    async def reach(
+        self,
+        node: NodeLike,
+        *,
+        direction: Walk = "out",
+        max_hops: int = 2,
+        edge_types: Sequence[str] | None = None,
+        limit: int = 100,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> ReachResult:
+        """Every node within ``max_hops`` of ``node`` as of ``at``, nearest first."""
+        v: ReachResult = await self._call(
+            "reach",
+            node,
+            direction=direction,
+            max_hops=max_hops,
+            edge_types=edge_types,
+            limit=limit,
+            at=at,
+            timeout=timeout,
+        )
+        return v
+
+    async def edges(self, *, at: int | None = None, limit: int = 500) -> list[EdgeView]:
+        """The graph's edges as of ``at`` (present and unknown), at most ``limit``."""
+        v: list[EdgeView] = await self._call("edges", at=at, limit=limit)
+        return v
+
+    async def history(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> list[dict[str, Any]]:
+        """Every decision that touched the edge, up to ``at``."""
+        v: list[dict[str, Any]] = await self._call(
+            "history", edge_type, subject, obj, at=at, timeout=timeout
+        )
+        return v
+
+    async def quarantine(
+        self, *, at: int | None = None, timeout: float = 0.0, include_closed: bool = False
+    ) -> list[dict[str, Any]]:
+        """Open conflicts as of ``at`` (and closed ones with ``include_closed``)."""
+        v: list[dict[str, Any]] = await self._call(
+            "quarantine", at=at, timeout=timeout, include_closed=include_closed
+        )
+        return v
+
+    async def claim_info(self, claim_id: str, *, at: int | None = None) -> dict[str, Any] | None:
+        """A claim's record and status as of ``at``."""
+        v: dict[str, Any] | None = await self._call("claim_info", claim_id, at=at)
+        return v
+
+    async def conflict(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None:
+        """A conflict's record as of ``at``."""
+        v: dict[str, Any] | None = await self._call("conflict", conflict_id, at=at)
+        return v
+
+    async def schema_info(self, *, at: int | None = None) -> dict[str, Any] | None:
+        """The schema in force at ``at``."""
+        v: dict[str, Any] | None = await self._call("schema_info", at=at)
+        return v
+
+    async def escalation(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None:
+        """A conflict's self-contained escalation payload."""
+        v: dict[str, Any] | None = await self._call("escalation", conflict_id, at=at)
+        return v
+
+    async def escalations(
+        self, *, at: int | None = None, include_open: bool = False
+    ) -> list[dict[str, Any]]:
+        """Payloads of escalated conflicts (every open one with ``include_open``)."""
+        v: list[dict[str, Any]] = await self._call("escalations", at=at, include_open=include_open)
+        return v
+
+    async def calibration(
+        self, edge_type: str, *, at: int | None = None
+    ) -> dict[str, tuple[int, int]]:
+        """agent → (wins, losses) in resolved conflicts of ``edge_type``."""
+        v: dict[str, tuple[int, int]] = await self._call("calibration", edge_type, at=at)
+        return v
+
+    async def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
+        """Decisions from the decisions log: (version, decision)."""
+        v: list[tuple[int, Decision]] = await self._call("decisions", start, limit)
+        return v
+
+    # -- runs ------------------------------------------------------------------------------------
+
+    async def snapshot(self) -> Snapshot:
+        """Pin the head version once, to hand to several runs."""
+        return Snapshot(await self.head())
+
+    def run(
+        self,
+        *,
+        agent: str,
+        task: str = "",
+        snapshot: Snapshot | None = None,
+        run_id: str | None = None,
+        lease: float = 3600.0,
+    ) -> AsyncRun:
+        """A run (``async with graph.run(...) as run:``): pins a version when it starts."""
+        return AsyncRun(self, agent=agent, task=task, snapshot=snapshot, run_id=run_id, lease=lease)
+
+    async def append_run_events(self, events: Sequence[dict[str, Any]]) -> None:
+        """Append trace events to the runs log."""
+        await self._call("append_run_events", events)
+
+    async def run_events(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Trace events from the runs log (of one run, or all), in log order."""
+        v: list[dict[str, Any]] = await self._call("run_events", run_id)
+        return v
+
+    async def runs(self) -> list[RunSummary]:
+        """Every run in the runs log, oldest first."""
+        v: list[RunSummary] = await self._call("runs")
+        return v
+
+    async def replay_run(self, run_id: str) -> ReplayReport:
+        """Re-execute a run's recorded reads at its pinned version and compare digests."""
+        v: ReplayReport = await self._call("replay_run", run_id)
+        return v
+
+    # -- pins (where the graph keeps a registry) -------------------------------------------------
+
+    async def _pin(self, version: int, owner: str, lease: float) -> Any:
+        return None
+
+    async def _renew(self, pin: Any, lease: float) -> Any:
+        return pin
+
+    async def _unpin(self, pin: Any) -> None:
+        return None
+
+
+class AsyncEmbeddedGraph(AsyncGraph):
+    """A graph in this process (embedded or Kafka), its calls on worker threads of its own."""
+
+    def __init__(self, graph: GraphPort, *, workers: int = 8) -> None:
+        self.sync = graph
+        self.name = graph.name
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="claimgraph-io")
+
+    async def _in_pool(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kw))
+
+    async def _call(self, method: str, *args: Any, **kw: Any) -> Any:
+        return await self._in_pool(getattr(self.sync, method), *args, **kw)
+
+    async def aclose(self) -> None:
+        await self._in_pool(self.sync.close)
+        self._pool.shutdown(wait=True)
+
+    async def _pin(self, version: int, owner: str, lease: float) -> Any:
+        registry = pins_of(self.sync)
+        if registry is None or version < 0:
+            return None
+        return await self._in_pool(registry.pin, version, owner=owner, lease=lease)
+
+    async def _renew(self, pin: Any, lease: float) -> Any:
+        registry = pins_of(self.sync)
+        if pin is None or registry is None:
+            return pin
+        return await self._in_pool(registry.renew, pin.pin_id, lease)
+
+    async def _unpin(self, pin: Any) -> None:
+        registry = pins_of(self.sync)
+        if pin is not None and registry is not None:
+            await self._in_pool(registry.unpin, pin.pin_id)
+
+
+async def aopen(
+    path: str | Path, *, create: bool = False, graph: str | None = None, workers: int = 8
+) -> AsyncEmbeddedGraph:
+    """The embedded graph in ``path``, async: its calls run on its own worker threads."""
+    from claimgraph.service.graph import open_graph
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="claimgraph-open")
+    try:
+        loop = asyncio.get_running_loop()
+        g = await loop.run_in_executor(
+            pool, functools.partial(open_graph, path, create=create, graph=graph)
+        )
+    finally:
+        pool.shutdown(wait=False)
+    return AsyncEmbeddedGraph(g, workers=workers)

@@ -1,0 +1,418 @@
+"""Runs over the async SDK: ``async with graph.run(agent=..., task=...) as run:``.
+
+The same trace as a sync :class:`~claimgraph.service.runs.Run` (start with the pinned version
+and read semantics, each read's query and digest, writes, tool calls, end), so ``runs replay``
+treats both alike; reads that meet a quarantine are reported as blocked reads when it ends.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from claimgraph.errors import InputError, UnknownSlotError
+from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
+from claimgraph.service.api import NodeLike, Receipt, node
+from claimgraph.service.queries import PathsResult, ReachResult
+from claimgraph.service.runs import Snapshot
+from claimgraph.service.traces import READS_REVISION, digest, jsonable
+
+if TYPE_CHECKING:
+    from claimgraph.sdk.aio import AsyncGraph
+
+__all__ = ["AsyncRun"]
+
+T = TypeVar("T")
+Walk = Literal["out", "in", "both"]
+
+
+class AsyncRun:
+    """A run over an :class:`AsyncGraph`: the sync :class:`~claimgraph.service.runs.Run`'s
+    trace, reads and writes, awaited (``async with graph.run(...) as run:``)."""
+
+    def __init__(
+        self,
+        graph: AsyncGraph,
+        *,
+        agent: str,
+        task: str,
+        snapshot: Snapshot | None = None,
+        run_id: str | None = None,
+        lease: float = 3600.0,
+    ) -> None:
+        self.graph = graph
+        self.agent = agent
+        self.task = task
+        self.run_id = run_id or f"run-{uuid.uuid4()}"
+        self.snapshot_id = snapshot.snapshot_id if snapshot else None
+        self._snapshot = snapshot
+        self._lease = lease
+        self.version = -1
+        self.pin: Any = None
+        self.events: list[dict[str, Any]] = []
+        self._pending: list[dict[str, Any]] = []
+        self._blocked: dict[str, set[str]] = {}
+        self._started = False
+        self._closed = False
+
+    async def start(self) -> AsyncRun:
+        """Pin the version (head, or the snapshot's) and write the ``start`` event."""
+        if self._started:
+            return self
+        snap = self._snapshot
+        self.version = snap.version if snap is not None else await self.graph.head()
+        self.pin = await self.graph._pin(self.version, self.run_id, self._lease)
+        self._started = True
+        self._event("start", {"snapshot": self.snapshot_id, "reads": READS_REVISION})
+        await self.flush()
+        return self
+
+    async def __aenter__(self) -> AsyncRun:
+        return await self.start()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        await self.close("ok" if exc_type is None else f"error: {exc_type.__name__}")
+
+    def _event(self, kind: str, payload: dict[str, Any]) -> None:
+        if self._closed or not self._started:
+            raise InputError(f"run {self.run_id} is not open; start a run")
+        ev = {
+            "run_id": self.run_id,
+            "seq": len(self.events),
+            "kind": kind,
+            "graph": self.graph.name,
+            "agent": self.agent,
+            "task": self.task,
+            "pinned_version": self.version,
+            "snapshot_id": self.snapshot_id,
+            "time": time.time_ns() // 1_000_000,
+            "payload": json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str),
+        }
+        self.events.append(ev)
+        self._pending.append(ev)
+
+    async def flush(self) -> None:
+        """Write the trace events not yet in the runs log."""
+        if self._pending:
+            pending, self._pending = self._pending, []
+            await self.graph.append_run_events(pending)
+
+    def _note(self, result: Any, query: str) -> None:
+        """Remember conflicts this run's read met (reported as blocked reads at the end)."""
+        items: list[Any] = result if isinstance(result, list) else [result]
+        for x in items:
+            if isinstance(x, PathsResult | ReachResult):
+                for h in x.unknown:
+                    self._blocked.setdefault(h.conflict_id or "", set()).add(query)
+            elif getattr(x, "state", None) == "unknown" and getattr(x, "conflict_id", None):
+                self._blocked.setdefault(x.conflict_id, set()).add(query)
+
+    async def _read(self, op: str, args: dict[str, Any], call: Awaitable[T]) -> T:
+        query = f"{op} {json.dumps(jsonable(args), sort_keys=True)}"
+        try:
+            result = await call
+        except UnknownSlotError as exc:
+            self._blocked.setdefault(exc.conflict_id, set()).add(query)
+            raise
+        self._note(result, query)
+        self._event("read", {"query": {"op": op, "args": jsonable(args)}, "digest": digest(result)})
+        return result
+
+    async def renew(self, lease: float) -> None:
+        """Extend the run's retention pin to ``lease`` seconds from now."""
+        self.pin = await self.graph._renew(self.pin, lease)
+
+    async def tool(self, name: str, input: Any = None, output: Any = None) -> None:
+        """Record a tool call beside the reads and writes."""
+        self._event("tool", {"name": name, "input": jsonable(input), "output": jsonable(output)})
+
+    async def close(self, status: str = "ok") -> None:
+        """End the run: report its blocked reads, write ``end``, release the pin."""
+        if self._closed or not self._started:
+            return
+        reads = sum(1 for e in self.events if e["kind"] == "read")
+        writes = sum(1 for e in self.events if e["kind"] == "write")
+        blocked = 0
+        for conflict_id, queries in sorted(self._blocked.items()):
+            if conflict_id:
+                await self.graph.read_blocked(
+                    conflict_id,
+                    len(queries),
+                    agent=self.agent,
+                    run_id=self.run_id,
+                    pinned_version=self.version,
+                )
+                blocked += 1
+        self._event("end", {"status": status, "reads": reads, "writes": writes, "blocked": blocked})
+        self._closed = True
+        await self.flush()
+        await self.graph._unpin(self.pin)
+
+    # -- reads at the pinned version -------------------------------------------------------------
+
+    async def edge(self, edge_type: str, subject: NodeLike, obj: NodeLike) -> EdgeView:
+        """The edge as of the pinned version (recorded)."""
+        args = {"edge_type": edge_type, "subject": list(node(subject)), "object": list(node(obj))}
+        return await self._read(
+            "edge", args, self.graph.edge(edge_type, subject, obj, at=self.version)
+        )
+
+    async def slot(self, edge_type: str, node_: NodeLike, *, direction: str = "out") -> SlotView:
+        """An exclusive slot as of the pinned version (recorded)."""
+        args = {"edge_type": edge_type, "node": list(node(node_)), "direction": direction}
+        return await self._read(
+            "slot", args, self.graph.slot(edge_type, node_, direction=direction, at=self.version)
+        )
+
+    async def neighbors(
+        self,
+        node_: NodeLike,
+        *,
+        edge_type: str | None = None,
+        direction: str = "out",
+        include_absent: bool = False,
+        min_confidence: float | None = None,
+        writer: str | None = None,
+        asserted_after: int | None = None,
+        asserted_before: int | None = None,
+    ) -> list[NeighborView]:
+        """A node's neighbours as of the pinned version, optionally filtered (recorded)."""
+        args: dict[str, Any] = {
+            "node": list(node(node_)),
+            "edge_type": edge_type,
+            "direction": direction,
+            "include_absent": include_absent,
+        }
+        filters: dict[str, Any] = {
+            "min_confidence": min_confidence,
+            "writer": writer,
+            "asserted_after": asserted_after,
+            "asserted_before": asserted_before,
+        }
+        filters = {k: v for k, v in filters.items() if v is not None}
+        args.update(filters)
+        return await self._read(
+            "neighbors",
+            args,
+            self.graph.neighbors(
+                node_,
+                edge_type=edge_type,
+                direction=direction,
+                at=self.version,
+                include_absent=include_absent,
+                **filters,
+            ),
+        )
+
+    async def paths(
+        self,
+        src: NodeLike,
+        dst: NodeLike,
+        *,
+        max_hops: int = 3,
+        edge_types: Sequence[str] | None = None,
+        direction: Walk = "out",
+        limit: int = 100,
+    ) -> PathsResult:
+        """Paths ``src`` → ``dst`` as of the pinned version (recorded)."""
+        types = list(edge_types) if edge_types else None
+        args = {
+            "src": list(node(src)),
+            "dst": list(node(dst)),
+            "max_hops": max_hops,
+            "edge_types": types,
+            "direction": direction,
+            "limit": limit,
+        }
+        return await self._read(
+            "paths",
+            args,
+            self.graph.paths(
+                src,
+                dst,
+                max_hops=max_hops,
+                edge_types=types,
+                direction=direction,
+                limit=limit,
+                at=self.version,
+            ),
+        )
+
+    async def reach(
+        self,
+        node_: NodeLike,
+        *,
+        direction: Walk = "out",
+        max_hops: int = 2,
+        edge_types: Sequence[str] | None = None,
+        limit: int = 100,
+    ) -> ReachResult:
+        """Nodes within ``max_hops`` of ``node_`` as of the pinned version (recorded)."""
+        types = list(edge_types) if edge_types else None
+        args = {
+            "node": list(node(node_)),
+            "direction": direction,
+            "max_hops": max_hops,
+            "edge_types": types,
+            "limit": limit,
+        }
+        return await self._read(
+            "reach",
+            args,
+            self.graph.reach(
+                node_,
+                direction=direction,
+                max_hops=max_hops,
+                edge_types=types,
+                limit=limit,
+                at=self.version,
+            ),
+        )
+
+    async def history(
+        self, edge_type: str, subject: NodeLike, obj: NodeLike
+    ) -> list[dict[str, Any]]:
+        """An edge's history up to the pinned version (recorded)."""
+        args = {"edge_type": edge_type, "subject": list(node(subject)), "object": list(node(obj))}
+        return await self._read(
+            "history", args, self.graph.history(edge_type, subject, obj, at=self.version)
+        )
+
+    async def quarantine(self, *, include_closed: bool = False) -> list[dict[str, Any]]:
+        """Conflicts as of the pinned version (recorded)."""
+        return await self._read(
+            "quarantine",
+            {"include_closed": include_closed},
+            self.graph.quarantine(at=self.version, include_closed=include_closed),
+        )
+
+    async def claim_info(self, claim_id: str) -> dict[str, Any] | None:
+        """A claim as of the pinned version (recorded)."""
+        return await self._read(
+            "claim_info", {"claim_id": claim_id}, self.graph.claim_info(claim_id, at=self.version)
+        )
+
+    async def conflict(self, conflict_id: str) -> dict[str, Any] | None:
+        """A conflict as of the pinned version (recorded)."""
+        return await self._read(
+            "conflict",
+            {"conflict_id": conflict_id},
+            self.graph.conflict(conflict_id, at=self.version),
+        )
+
+    # -- writes as the run's agent, based on the pinned version ----------------------------------
+
+    async def _wrote(self, receipt: Receipt) -> Receipt:
+        d = receipt.decision
+        self._event(
+            "write",
+            {
+                "command_id": receipt.command_id,
+                "version": receipt.version,
+                "kind": d["kind"],
+                "reason": d["reason"],
+                "command_type": d["command_type"],
+            },
+        )
+        await self.flush()
+        return receipt
+
+    async def claim(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        polarity: str = "assert",
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        reasoning: str = "",
+        asserted_at: int | str | None = None,
+        based_on_version: int | None = None,
+        properties: dict[str, str] | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """A claim by the run's agent in its task, based on the pinned version."""
+        r = await self.graph.claim(
+            edge_type,
+            subject,
+            obj,
+            agent=self.agent,
+            task=self.task,
+            run_id=self.run_id,
+            polarity=polarity,
+            confidence=confidence,
+            evidence=evidence,
+            reasoning=reasoning,
+            asserted_at=asserted_at,
+            properties=properties,
+            command_id=command_id,
+            based_on_version=self.version if based_on_version is None else based_on_version,
+        )
+        return await self._wrote(r)
+
+    async def assert_(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        reasoning: str = "",
+        asserted_at: int | str | None = None,
+        based_on_version: int | None = None,
+        properties: dict[str, str] | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Assert an edge within the run."""
+        return await self.claim(
+            edge_type,
+            subject,
+            obj,
+            polarity="assert",
+            confidence=confidence,
+            evidence=evidence,
+            reasoning=reasoning,
+            asserted_at=asserted_at,
+            based_on_version=based_on_version,
+            properties=properties,
+            command_id=command_id,
+        )
+
+    async def deny(
+        self,
+        edge_type: str,
+        subject: NodeLike,
+        obj: NodeLike,
+        *,
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        reasoning: str = "",
+        asserted_at: int | str | None = None,
+        based_on_version: int | None = None,
+        properties: dict[str, str] | None = None,
+        command_id: str | None = None,
+    ) -> Receipt:
+        """Deny an edge within the run."""
+        return await self.claim(
+            edge_type,
+            subject,
+            obj,
+            polarity="deny",
+            confidence=confidence,
+            evidence=evidence,
+            reasoning=reasoning,
+            asserted_at=asserted_at,
+            based_on_version=based_on_version,
+            properties=properties,
+            command_id=command_id,
+        )
+
+    async def retract(self, claim_id: str, *, reason: str = "") -> Receipt:
+        """Retract one of the agent's claims within the run."""
+        r = await self.graph.retract(claim_id, agent=self.agent, task=self.task, reason=reason)
+        return await self._wrote(r)
