@@ -18,7 +18,7 @@ from claimgraph.errors import ClaimgraphError, SchemaError
 from claimgraph.cli import writes as writes
 
 from claimgraph.cli import reads as reads  # isort: skip
-from claimgraph.cli import agents, governance, kafka, rules, serving, versions  # isort: skip
+from claimgraph.cli import agents, governance, kafka, queries, rules, serving, versions  # isort: skip
 
 __all__ = ["app", "main"]
 
@@ -28,6 +28,7 @@ rules.register(app)
 versions.register(app)
 serving.register(app)  # serve, runs, key
 agents.register(app)  # mcp, tools
+queries.register(app)  # paths, reach
 
 
 def main() -> None:

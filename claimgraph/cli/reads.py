@@ -88,6 +88,17 @@ def get(
             )
 
 
+def _ms(value: str | None) -> int | None:
+    from claimgraph.service.inputs import to_millis
+
+    if value is None:
+        return None
+    try:
+        return to_millis(int(value) if value.isdigit() else value)
+    except ValueError as exc:
+        raise InputError(f"{value!r} is not a time: {exc}") from None
+
+
 @app.command()
 def neighbors(
     node: Annotated[str, typer.Argument(help="Node as type:id.")],
@@ -98,12 +109,26 @@ def neighbors(
     at: AtOpt = None,
     wait: WaitOpt = 0.0,
     as_json: JsonOpt = False,
+    min_confidence: Annotated[
+        float | None, typer.Option(help="Only edges with a claim at least this confident.")
+    ] = None,
+    writer: Annotated[str | None, typer.Option(help="Only edges this agent claimed.")] = None,
+    after: Annotated[
+        str | None, typer.Option(help="Only claims asserted after (epoch ms or ISO time).")
+    ] = None,
+    before: Annotated[
+        str | None, typer.Option(help="Only claims asserted before (epoch ms or ISO time).")
+    ] = None,
 ) -> None:
-    """A node's neighbours at a version (present and unknown edges)."""
+    """A node's neighbours at a version (present and unknown edges), optionally filtered."""
     direction = "in" if incoming else "out"
     with graph_session() as g:
         version = g.head() if at is None else at
-        ns = g.neighbors(node, edge_type=edge_type, direction=direction, at=at, timeout=wait)
+        ns = g.neighbors(
+            node, edge_type=edge_type, direction=direction, at=at, timeout=wait,
+            min_confidence=min_confidence, writer=writer,
+            asserted_after=_ms(after), asserted_before=_ms(before),
+        )  # fmt: skip
         if as_json:
             emit(
                 {

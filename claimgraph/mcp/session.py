@@ -30,7 +30,7 @@ from typing import Any, Literal, cast
 from claimgraph.core.commands import COMMANDS, Sender
 from claimgraph.core.model import Command, Reason
 from claimgraph.core.schema import Pattern
-from claimgraph.errors import AuthError, ClaimgraphError, InputError, NotFoundError
+from claimgraph.errors import AuthError, ClaimgraphError, NotFoundError
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.service.api import Receipt, node
 from claimgraph.service.port import GraphPort
@@ -595,7 +595,3 @@ def _refused(reason: str, detail: str) -> dict[str, Any]:
         "identity cannot do this, whatever the arguments.",
     }
 
-
-def check_direction(direction: str) -> None:
-    if direction not in ("out", "in", "both"):
-        raise InputError(f"direction must be out, in or both, not {direction[:20]!r}")

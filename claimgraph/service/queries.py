@@ -164,7 +164,9 @@ class ReachResult:
 Expand = Callable[[Node, str, str | None], list[NeighborView]]
 
 
-def _check(max_hops: int, limit: int) -> None:
+def _check(max_hops: int, limit: int, direction: str = "out") -> None:
+    if direction not in ("out", "in", "both"):
+        raise InputError(f"direction must be out, in or both, not {direction[:20]!r}")
     if not 1 <= max_hops <= QUERY_LIMITS["max_hops"]:
         raise InputError(f"max_hops must be 1..{QUERY_LIMITS['max_hops']}, not {max_hops}")
     if not 1 <= limit <= QUERY_LIMITS["limit"]:
@@ -227,7 +229,7 @@ def find_paths(
     limit: int = 100,
 ) -> PathsResult:
     """Simple paths ``src`` → ``dst`` (breadth first: shortest first, then in key order)."""
-    _check(max_hops, limit)
+    _check(max_hops, limit, direction)
     walk = _Walk(expand, edge_types, time.monotonic())
     found: list[PathView] = []
     cut: str | None = None
@@ -274,7 +276,7 @@ def find_reach(
     limit: int = 100,
 ) -> ReachResult:
     """Nodes within ``max_hops`` of ``node``; ``certain`` when a present-only path exists."""
-    _check(max_hops, limit)
+    _check(max_hops, limit, direction)
     walk = _Walk(expand, edge_types, time.monotonic())
     best: dict[Node, Reached] = {}
     cut: str | None = None
