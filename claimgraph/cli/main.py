@@ -18,7 +18,8 @@ from claimgraph.errors import ClaimgraphError, SchemaError
 from claimgraph.cli import writes as writes
 
 from claimgraph.cli import reads as reads  # isort: skip
-from claimgraph.cli import agents, governance, kafka, queries, rules, serving, versions  # isort: skip
+from claimgraph.cli import agents, export, governance, kafka, queries, rules, serving  # isort: skip
+from claimgraph.cli import versions  # isort: skip
 
 __all__ = ["app", "main"]
 
@@ -29,6 +30,7 @@ versions.register(app)
 serving.register(app)  # serve, runs, key
 agents.register(app)  # mcp, tools
 queries.register(app)  # paths, reach
+export.register(app)  # export
 
 
 def main() -> None:

@@ -594,4 +594,3 @@ def _refused(reason: str, detail: str) -> dict[str, Any]:
         "explain": f"Refused ({reason}): {detail}. The refusal is recorded in the log; this "
         "identity cannot do this, whatever the arguments.",
     }
-

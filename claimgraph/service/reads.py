@@ -311,6 +311,13 @@ class GraphReads:
         finally:
             local.lenient = before
 
+    def to_networkx(self, *, at: int | None = None) -> Any:
+        """The graph at ``at`` as a ``networkx.MultiDiGraph`` with claim provenance on each
+        edge (:mod:`claimgraph.service.export`; needs the ``export`` extra)."""
+        from claimgraph.service.export import to_networkx
+
+        return to_networkx(self, at)
+
     def edges(self, *, at: int | None = None, limit: int = 500) -> list[EdgeView]:
         """The graph's edges as of ``at`` (present and unknown), at most ``limit``."""
         return self.reader.edges(self._at(at, 0.0), limit=limit)
