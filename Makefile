@@ -30,8 +30,8 @@ demo: $(STAMP)
 	$(BIN)/claimgraph demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check claimgraph tests $(wildcard tools)
-	$(BIN)/ruff format --check claimgraph tests $(wildcard tools)
+	$(BIN)/ruff check claimgraph tests $(wildcard tools) $(wildcard examples)
+	$(BIN)/ruff format --check claimgraph tests $(wildcard tools) $(wildcard examples)
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)

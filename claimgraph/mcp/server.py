@@ -65,6 +65,7 @@ EdgeTypes = Annotated[
 
 def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings: Any) -> FastMCP:
     """The MCP server; ``session_of`` maps a request's context to the caller's session."""
+    settings.setdefault("log_level", "WARNING")  # the SDK configures logging on construction
     mcp = FastMCP(name, instructions=INSTRUCTIONS, **settings)
     mcp._mcp_server.version = __version__  # what the server reports at initialisation
 

@@ -32,7 +32,7 @@ Identify = Callable[[str | None], Identity | None]
 
 def serve_stdio(session: AgentSession) -> None:
     """Serve one session's tools over stdin/stdout until the host closes them."""
-    server = build_server(lambda ctx: session, log_level="WARNING")
+    server = build_server(lambda ctx: session)
     try:
         server.run("stdio")
     finally:
@@ -136,7 +136,7 @@ def mount(
         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"] if local else [],
         allowed_origins=["http://127.0.0.1:*", "http://localhost:*"] if local else [],
     )
-    server = build_server(sessions.of, log_level="WARNING", transport_security=security)
+    server = build_server(sessions.of, transport_security=security)
     server.streamable_http_app()  # creates the session manager
     endpoint = _Guard(StreamableHTTPASGIApp(server.session_manager), sessions)
     app.router.routes.append(Route("/mcp", endpoint=endpoint))
