@@ -8,7 +8,8 @@ local owner's mode: the process owns the data, nothing proves who typed the name
 Each session works inside a run (:class:`~claimgraph.service.runs.Run`). The first call
 starts one under the session's task, pinned at head — or at a shared snapshot id, which is the
 ``snapshot_id`` of any run in the runs log — so every read is served at the pinned version and
-traced, and writes carry ``based_on_version`` and ``run_id``. Each call renews the pin's lease;
+traced, and writes carry ``based_on_version`` and ``run_id``. Each call keeps the pin's lease
+at least 90% of its length (renewing when a tenth has passed);
 ``start_run`` ends the run and starts a fresh one at a newer version; ``end_run`` ends it. The
 run is an ordinary run: ``claimgraph runs replay RUN_ID`` replays it.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -99,17 +101,24 @@ class AgentSession:
     snapshot_id: str | None = None
     lease: float = 900.0
     _run: Run | None = field(default=None, init=False)
+    _renewed: float = field(default=0.0, init=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
 
     # -- the run ---------------------------------------------------------------------------------
 
     def run(self) -> Run:
-        """The session's run: started on first use, its pin's lease renewed on every call."""
+        """The session's run: started on first use; every call keeps its pin's lease at least
+        90% of ``lease`` from now (renewing writes the pin registry, so not on every call)."""
         with self._lock:
+            now = time.monotonic()
             if self._run is None:
                 self._run = self._start(self.task, self.snapshot_id)
-            else:
+                self._renewed = now
+            elif now - self._renewed >= self.lease / 10:
                 self._run.renew(self.lease)
+                self._renewed = now
+            if len(self._run._pending) >= 64:  # reads reach the runs log in batches
+                self._run.flush()
             return self._run
 
     def _start(self, task: str, snapshot_id: str | None) -> Run:
@@ -156,6 +165,7 @@ class AgentSession:
             self.end_run("restarted")
             self.task = want
             self._run = self._start(want, snapshot_id)
+            self._renewed = time.monotonic()
             return self.run_info()
 
     def end_run(self, status: str = "ok") -> dict[str, Any]:

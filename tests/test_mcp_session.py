@@ -1,0 +1,60 @@
+"""An MCP session's run and refusals, without a transport (claimgraph.mcp.session)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from claimgraph.errors import NotFoundError
+from claimgraph.mcp import session as session_mod
+from claimgraph.mcp.session import AgentSession, Identity
+from claimgraph.service.graph import Graph
+
+
+def test_calls_renew_the_pin_and_start_run_moves_it(
+    graph: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first call pins head; a call after a tenth of the lease renews; start_run moves."""
+    s = AgentSession(graph, Identity("inventory"), lease=600.0)
+    clock = [1000.0]
+    monkeypatch.setattr(session_mod.time, "monotonic", lambda: clock[0])
+    s.read_edge("depends_on", "service:a", "service:b")
+    run = s.run()
+    (pin,) = [p for p in graph.pins.live() if p.owner == run.run_id]
+    clock[0] += 61  # past a tenth of the lease
+    s.read_edge("depends_on", "service:a", "service:b")
+    (renewed,) = [p for p in graph.pins.live() if p.owner == run.run_id]
+    assert renewed.expires_at > pin.expires_at
+    w = s.claim("assert", "depends_on", "service:a", "service:b", 0.9, ["x"], "seen")
+    assert w["decision"] == "accepted"
+    fresh = s.start_run()
+    assert fresh["pinned_version"] == w["version"] and fresh["run_id"] != run.run_id
+    assert not [p for p in graph.pins.live() if p.owner == run.run_id]  # released
+    assert s.read_edge("depends_on", "service:a", "service:b")["state"] == "present"
+    joined = AgentSession(graph, Identity("tracer"), snapshot_id=run.snapshot_id)
+    assert joined.run_info()["pinned_version"] == run.version  # a shared snapshot
+    with pytest.raises(NotFoundError):
+        AgentSession(graph, Identity("tracer"), snapshot_id="snap-nope").run()
+    ended = s.end_run()
+    assert graph.replay_run(ended["ended"]).identical
+
+
+def test_refusals_are_recorded(graph: Graph) -> None:
+    """A task or role the token lacks is refused and recorded as a refused command."""
+    ident = Identity("dba", ("audit-*",), frozenset(), checked=True)
+    s = AgentSession(graph, ident)
+    r1 = s.start_run(task="deploy")
+    assert (r1["decision"], r1["reason"]) == ("refused", "task_not_allowed")
+    r2 = s.escalate("cf:x", "please")
+    assert (r2["decision"], r2["reason"]) == ("refused", "not_resolver")
+    got: list[Any] = [d for _, d in graph.decisions(0, 20) if d["command_type"] == "refused"]
+    assert [(d["agent"], d["reason"], d["kind"]) for d in got] == [
+        ("dba", "task_not_allowed", "rejected"),
+        ("dba", "not_resolver", "rejected"),
+    ]
+    assert s.start_run(task="audit-1")["task"] == "audit-1"
+    # the local owner's mode is not checked here: the governor judges the write
+    owner = AgentSession(graph, Identity("intern", how="local-owner"))
+    w = owner.claim("assert", "owns", "service:a", "database:d", 1.0, [], "")
+    assert (w["decision"], w["reason"]) == ("rejected", "unauthorized")
