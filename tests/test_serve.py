@@ -43,6 +43,8 @@ def test_serve_prints_where_things_are_and_serves_the_sdk(tmp_path: Path) -> Non
             time.sleep(0.1)
         token_path = data / "tokens.json"
         assert token_path.stat().st_mode & 0o777 == 0o600
+        mcp = httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert mcp.status_code == 401  # MCP is mounted, behind the same tokens
         doc = json.loads(token_path.read_text().split("\n", 1)[1])
         tokens = {e["agent"]: e["token"] for e in doc["tokens"]}
         with claimgraph.connect(url, token=tokens["admin"]) as c:
@@ -60,6 +62,7 @@ def test_serve_prints_where_things_are_and_serves_the_sdk(tmp_path: Path) -> Non
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
     assert f"review page  {url}/review" in out
+    assert f"MCP          {url}/mcp" in out
     assert f"tokens       {token_path}" in out
     for t in tokens.values():
         assert t not in out  # tokens are never printed

@@ -6,9 +6,10 @@ unknown edges met on the way come back in ``unknown`` with their conflict ids.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from claimgraph.core.model import LIMITS
@@ -17,7 +18,62 @@ from claimgraph.http.context import Context
 from claimgraph.service.api import node
 from claimgraph.service.queries import QUERY_LIMITS
 
-__all__ = ["router"]
+__all__ = ["HopOut", "PathOut", "PathsOut", "ReachOut", "ReachedOut", "router"]
+
+
+class HopOut(BaseModel):
+    """One edge on a walk, as walked (``subject`` → ``object``, each ``[type, id]``)."""
+
+    edge_type: str
+    subject: list[str]
+    object: list[str]
+    state: Literal["present", "unknown"]
+    conflict_id: str | None
+    claims: list[str]
+
+
+class PathOut(BaseModel):
+    """A simple path: ``unknown`` if one of its hops is, naming those conflicts."""
+
+    state: Literal["present", "unknown"]
+    length: int
+    conflicts: list[str]
+    hops: list[HopOut]
+
+
+class PathsOut(BaseModel):
+    """Paths from ``src`` to ``dst`` at ``version``, shortest first."""
+
+    src: list[str]
+    dst: list[str]
+    version: int
+    max_hops: int
+    paths: list[PathOut]
+    unknown: list[HopOut]
+    truncated: bool
+    truncated_by: Literal["limit", "expansions"] | None
+
+
+class ReachedOut(BaseModel):
+    """A node reached: in how many hops; ``certain`` unless only through unknown edges."""
+
+    node: list[str]
+    hops: int
+    certain: bool
+    conflicts: list[str]
+
+
+class ReachOut(BaseModel):
+    """Nodes within ``max_hops`` of ``node`` at ``version``, nearest first."""
+
+    node: list[str]
+    direction: Literal["out", "in", "both"]
+    version: int
+    max_hops: int
+    nodes: list[ReachedOut]
+    unknown: list[HopOut]
+    truncated: bool
+    truncated_by: Literal["limit", "expansions"] | None
 
 NodeQ = Annotated[str, Query(min_length=1, max_length=LIMITS["id"])]
 Hops = Annotated[int, Query(ge=1, le=QUERY_LIMITS["max_hops"])]
@@ -44,7 +100,7 @@ def router(ctx: Context) -> APIRouter:
         limit: Limit = 100,
         at: AtQuery = None,
         timeout: TimeoutQuery = 0.0,
-    ) -> dict[str, Any]:
+    ) -> PathsOut:
         """Simple paths from ``src`` to ``dst`` at a version, shortest first; a path through
         a quarantined edge is ``unknown`` and names its conflicts."""
         ctx.principal(request)
@@ -61,7 +117,7 @@ def router(ctx: Context) -> APIRouter:
                 timeout=timeout,
             )
         )
-        return res.as_dict()
+        return PathsOut.model_validate(res.as_dict())
 
     @r.get("/v1/reach")
     async def get_reach(
@@ -73,7 +129,7 @@ def router(ctx: Context) -> APIRouter:
         limit: Limit = 100,
         at: AtQuery = None,
         timeout: TimeoutQuery = 0.0,
-    ) -> dict[str, Any]:
+    ) -> ReachOut:
         """Every node within ``max_hops`` of ``node`` at a version, nearest first;
         ``certain: false`` when reached only through quarantined edges."""
         ctx.principal(request)
@@ -89,6 +145,6 @@ def router(ctx: Context) -> APIRouter:
                 timeout=timeout,
             )
         )
-        return res.as_dict()
+        return ReachOut.model_validate(res.as_dict())
 
     return r
