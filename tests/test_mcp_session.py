@@ -58,3 +58,33 @@ def test_refusals_are_recorded(graph: Graph) -> None:
     owner = AgentSession(graph, Identity("intern", how="local-owner"))
     w = owner.claim("assert", "owns", "service:a", "database:d", 1.0, [], "")
     assert (w["decision"], w["reason"]) == ("rejected", "unauthorized")
+
+
+def test_http_sessions_end_runs_of_vanished_clients(
+    graph: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session unused for a whole lease is closed (its run ended) by the next request."""
+    from types import SimpleNamespace
+
+    from claimgraph.mcp import transports
+
+    clock = [1000.0]
+    monkeypatch.setattr(transports.time, "monotonic", lambda: clock[0])
+    sessions = transports.HttpSessions(
+        graph, lambda t: Identity("inventory") if t == "tok" else None, lease=120.0
+    )
+
+    def ctx(sid: str) -> Any:
+        headers = {"authorization": "Bearer tok", "mcp-session-id": sid}
+        return SimpleNamespace(
+            request_context=SimpleNamespace(request=SimpleNamespace(headers=headers))
+        )
+
+    first = sessions.of(ctx("s1"))
+    run_id = first.run_info()["run_id"]
+    assert sessions.of(ctx("s1")) is first
+    clock[0] += 121.0
+    second = sessions.of(ctx("s2"))
+    assert sessions.live() == [second]
+    (summary,) = [s for s in graph.runs() if s.run_id == run_id]
+    assert not summary.live and summary.status == "session closed"

@@ -75,6 +75,7 @@ class ReachOut(BaseModel):
     truncated: bool
     truncated_by: Literal["limit", "expansions"] | None
 
+
 NodeQ = Annotated[str, Query(min_length=1, max_length=LIMITS["id"])]
 Hops = Annotated[int, Query(ge=1, le=QUERY_LIMITS["max_hops"])]
 Limit = Annotated[int, Query(ge=1, le=QUERY_LIMITS["limit"])]

@@ -3,7 +3,8 @@
 **stdio** serves one session: one process, one identity fixed when it starts, one run at a
 time. **HTTP** serves many: each request must carry a bearer token (401 otherwise); a session
 is (the token's agent, the ``Mcp-Session-Id`` the SDK assigns), and it ends — with its run —
-when the client deletes the session. Identity comes only from the token.
+when the client deletes the session, or after a whole lease unused (its pin has lapsed by
+then). Identity comes only from the token.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -52,6 +54,8 @@ class HttpSessions:
         self.identify = identify
         self.lease = lease
         self._sessions: dict[tuple[str, str], AgentSession] = {}
+        self._used: dict[tuple[str, str], float] = {}
+        self._swept = time.monotonic()
         self._lock = threading.Lock()
 
     def of(self, ctx: Context[Any, Any, Any]) -> AgentSession:
@@ -61,16 +65,32 @@ class HttpSessions:
         if ident is None:  # the ASGI guard let nothing through without a token: belt and braces
             raise AuthError("unauthenticated", "a valid bearer token is needed", 401)
         key = (ident.agent, str(headers.get("mcp-session-id", "")))
+        now = time.monotonic()
         with self._lock:
             s = self._sessions.get(key)
             if s is None:
                 s = AgentSession(self.graph, ident, task=ident.default_task, lease=self.lease)
                 self._sessions[key] = s
-            return s
+            self._used[key] = now
+            idle = self._idle(now)
+        for old in idle:  # their pins have lapsed: end their runs
+            old.close()
+        return s
+
+    def _idle(self, now: float) -> list[AgentSession]:
+        """Sessions unused for a whole lease (a client that vanished), at most once a minute."""
+        if now - self._swept < 60.0:
+            return []
+        self._swept = now
+        gone = [k for k, t in self._used.items() if now - t > self.lease]
+        for k in gone:
+            self._used.pop(k, None)
+        return [s for k in gone if (s := self._sessions.pop(k, None)) is not None]
 
     def end(self, agent: str, session_id: str) -> None:
         with self._lock:
             s = self._sessions.pop((agent, session_id), None)
+            self._used.pop((agent, session_id), None)
         if s is not None:
             s.close()
 

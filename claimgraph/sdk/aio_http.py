@@ -329,7 +329,10 @@ async def aconnect(
     """The graph behind a claimgraph HTTP API, async (``app``: an ASGI app in process)."""
     transport = httpx.ASGITransport(app=app) if app is not None else None
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    client = httpx.AsyncClient(base_url=url, headers=headers, timeout=timeout, transport=transport)
+    limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)  # no churn at 64
+    client = httpx.AsyncClient(
+        base_url=url, headers=headers, timeout=timeout, transport=transport, limits=limits
+    )
     try:
         resp = await client.get("/v1/head")
         if resp.status_code != 200:
