@@ -55,6 +55,15 @@ edge_types:
 """
 
 
+ASYNC_NOTE = (
+    "Reading it: async reads share one event loop and httpx's async connection pool in one "
+    "process; sync reads use one client per OS thread. Against one uvicorn process on 2 shared "
+    "cores the async client falls behind as concurrency grows — probably the per-request cost "
+    "of httpx's async pool and of the loop, which we have not profiled. Async is for many "
+    "agents waiting in one process without threads, not for raw read throughput."
+)
+
+
 def say(msg: str) -> None:
     print(f"[bench_agents] {msg}", flush=True)
 
@@ -384,6 +393,8 @@ def _report(a: Any, services: int, head: int, r: dict[str, Any], sizes: list[int
             f"| {y['per_s']:,.0f} | {y['p50_us']:,.0f} | {y['p99_us']:,.0f} |"
         )
     lines += [
+        "",
+        ASYNC_NOTE,
         "",
         "### paths and reach at 3 hops, in process",
         "",
