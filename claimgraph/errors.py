@@ -226,7 +226,7 @@ class ArbiterError(ResolverError):
 class CorruptionError(IntegrityError):
     """Stored bytes failed a checksum or are cut short; ``path`` names the file or directory."""
 
-    def __init__(self, message: str, path: str, version: int | None = None) -> None:
+    def __init__(self, message: str, path: str = "", version: int | None = None) -> None:
         self.path = path
         super().__init__(message, version)
 
@@ -234,6 +234,6 @@ class CorruptionError(IntegrityError):
 class DiskFullError(StorageError):
     """A write failed for lack of disk space (nothing was decided); ``path`` names the store."""
 
-    def __init__(self, message: str, path: str) -> None:
+    def __init__(self, message: str, path: str = "") -> None:
         self.path = path
         super().__init__(message)

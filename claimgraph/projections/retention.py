@@ -47,7 +47,7 @@ from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from claimgraph.core.model import Progress
 from claimgraph.errors import ConfigError, NotFoundError, VersionPruned
-from claimgraph.logs.rocks import estimated_keys, failure, get, valid, write
+from claimgraph.logs.rocks import estimated_keys, get, named, valid, write
 from claimgraph.projections.damage import projection_place
 from claimgraph.projections.rows import HISTORY, INPUT, META, unpack_version
 
@@ -313,12 +313,10 @@ def collect(
     if pending:
         write(db, wb, wo_fast, place, "deleting rows below the horizon")
     del it
-    try:
+    with named(place, "compacting after garbage collection"):
         db.flush()
         if compact and deleted:
             db.compact_range(None, None)
-    except Exception as exc:
-        raise failure(exc, place, "compacting after garbage collection") from None
     if progress is not None:
         progress(scanned, scanned)
     return scanned, deleted, scanned - deleted
