@@ -29,9 +29,11 @@ ClaimgraphError                  1  500      root; nothing is raised as the root
 
 Not in the tree, on purpose: control-flow signals that never leave their module —
 ``core.governor.base.Refusal`` (a rule refusing a command: it becomes a ``rejected``
-decision) and ``streams.kafka._Stuck`` (a librdkafka call past its bound: the producer is
-abandoned). ``core.avro``'s ``AvroDecodeError`` and ``UnsupportedSchema`` are the codec's own,
-and ``core.wire`` turns the first into :class:`DecodeError`.
+decision), ``streams.kafka._Stuck`` (a librdkafka call past its bound: the producer is
+abandoned) and ``core.rules._OverBudget`` (a CEL evaluation past its limits, raised through
+celpy as a BaseException so celpy cannot swallow it; it becomes a :class:`RuleError`).
+``core.avro``'s ``AvroDecodeError`` and ``UnsupportedSchema`` are the codec's own, and
+``core.wire`` turns the first into :class:`DecodeError`.
 """
 
 from __future__ import annotations

@@ -220,6 +220,7 @@ def test_sdk_raises_the_family_the_server_answered(
 NOT_IN_THE_TREE = {
     "claimgraph.core.governor.base.Refusal",
     "claimgraph.streams.kafka._Stuck",
+    "claimgraph.core.rules._OverBudget",
     "claimgraph.core.avro.varints.AvroDecodeError",
     "claimgraph.core.avro.nodes.UnsupportedSchema",
 }
