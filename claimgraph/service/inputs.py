@@ -9,14 +9,29 @@ One JSON object per command; ``type`` picks the kind::
 Nodes are ``"type:id"`` or ``{"type": ..., "id": ...}``. ``command_id`` defaults to a fresh
 UUID, ``asserted_at`` to the time of submission, ``graph`` to the graph being written.
 Validation errors name the line, the field and what was expected (:class:`InputError`).
+
+Types are strict: a number is a JSON number (``"0.5"`` and ``true`` are not confidences), an
+integer is not a float, text is text. Numbers must fit the wire (64-bit integers, finite
+floats); ``NaN``, ``Infinity`` and numbers that overflow to them are refused.
+
+Hostile input (JSON Lines, see :func:`line_record`): a line longer than
+``InputLimits.max_line`` bytes is not read whole (:func:`read_lines`), a line nested deeper
+than ``InputLimits.max_depth`` is refused before it is parsed (:func:`json_depth`), and
+whatever a line holds, it becomes exactly one record: its command, or an ``invalid_input``
+record carrying the error and at most ``LIMITS["raw"]`` bytes of the line.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, cast
+from itertools import accumulate
+from typing import IO, Annotated, Any, Literal, cast
 
 from pydantic import (
     BaseModel,
@@ -29,10 +44,26 @@ from pydantic import (
 
 from claimgraph.core.commands import CLIENT_COMMANDS, COMMANDS, Sender
 from claimgraph.core.model import LIMITS, Command
-from claimgraph.errors import InputError
+from claimgraph.core.wire import encode_command
+from claimgraph.errors import ClaimgraphError, InputError
 
-__all__ = ["CommandIn", "NodeRef", "parse_command", "parse_node", "to_millis"]
+__all__ = [
+    "I64",
+    "INPUT_LIMITS",
+    "CommandIn",
+    "InputLimits",
+    "NodeRef",
+    "json_depth",
+    "line_record",
+    "loads",
+    "parse_command",
+    "parse_node",
+    "read_lines",
+    "text",
+    "to_millis",
+]
 
+I64 = 2**63 - 1  # the wire's integers are Avro longs
 Id = Annotated[str, Field(min_length=1, max_length=LIMITS["id"])]
 CLIENT_NAMES = tuple(n for spec in CLIENT_COMMANDS for n in spec.client_names)
 _BY = {  # who writes the records no client may send
@@ -41,14 +72,34 @@ _BY = {  # who writes the records no client may send
 }
 
 
+@dataclass(frozen=True, slots=True)
+class InputLimits:
+    """Bounds on one JSON Lines line: its size in bytes and how deep it nests."""
+
+    max_line: int = 1024 * 1024
+    max_depth: int = 32
+
+
+INPUT_LIMITS = InputLimits()
+
+
+def _in_range(ms: int) -> int:
+    if not -I64 - 1 <= ms <= I64:
+        raise ValueError(f"{ms} ms is out of the signed 64-bit range of a time")
+    return ms
+
+
 def to_millis(value: int | float | str | datetime) -> int:
     """ms since the epoch from an int (ms), a float (s), an ISO 8601 string or a datetime."""
     if isinstance(value, bool):
         raise ValueError("expected a time, got a boolean")
     if isinstance(value, int):
-        return value
+        return _in_range(value)
     if isinstance(value, float):
-        return int(value * 1000)
+        ms = value * 1000
+        if not math.isfinite(ms):
+            raise ValueError(f"{value!r} s is not a finite time")
+        return _in_range(int(ms))
     if isinstance(value, str):
         try:
             dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -69,7 +120,7 @@ def now_millis() -> int:
 class NodeRef(BaseModel):
     """A node: its type and id."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     type: Id
     id: Id
 
@@ -94,7 +145,7 @@ Node = Annotated[NodeRef, Field()]
 
 
 class _Base(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     command_id: Id | None = None
     graph: Id | None = None
     agent: Id
@@ -122,7 +173,7 @@ class ClaimIn(_Base):
     ] = []
     reasoning: Annotated[str, Field(max_length=LIMITS["reasoning"])] = ""
     asserted_at: int | float | str | datetime | None = None
-    based_on_version: Annotated[int, Field(ge=-1)] | None = None
+    based_on_version: Annotated[int, Field(ge=-1, le=I64)] | None = None
     properties: Annotated[
         dict[Id, Annotated[str, Field(max_length=LIMITS["property_value"])]],
         Field(max_length=LIMITS["properties"]),
@@ -391,10 +442,7 @@ def _explain(exc: ValidationError) -> str:
 def parse_command(value: str | bytes | dict[str, Any], graph: str) -> Command:
     """Validate one command (a JSON text or an already parsed object) into a wire command."""
     if isinstance(value, str | bytes):
-        try:
-            value = json.loads(value)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"not JSON: {exc}") from None
+        value = loads(value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value)
     if not isinstance(value, dict):
         raise InputError(f"expected a JSON object, got {type(value).__name__}")
     ctype = value.get("type")
@@ -409,3 +457,147 @@ def parse_command(value: str | bytes | dict[str, Any], graph: str) -> Command:
     except ValueError as exc:
         raise InputError(str(exc)) from None
     return cmd
+
+
+# -- JSON Lines: one record per line, whatever the line holds --------------------------------
+
+_ESCAPE = re.compile(rb"\\.", re.S)
+_STRING = re.compile(rb'"[^"]*"')
+_NOT_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def json_depth(data: bytes, limit: int | None = None) -> int:
+    """How deep a JSON text nests arrays and objects (brackets inside strings do not count).
+
+    Linear in ``len(data)`` and recursion-free, so it runs *before* a parser that recurses.
+    With ``limit``, a text with at most ``limit`` opening brackets cannot be deeper and
+    answers 0 without a scan (so: compare the answer with ``limit``, nothing more).
+    """
+    opens = data.count(b"[") + data.count(b"{")
+    if opens == 0 or (limit is not None and opens <= limit):
+        return 0
+    # drop escapes, then whole strings, then everything but brackets: each step is linear
+    brackets = _STRING.sub(b"", _ESCAPE.sub(b"", data)).translate(None, _NOT_BRACKET)
+    return max(accumulate(_STEP[b] for b in brackets), default=0)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    f = float(text)
+    if not math.isfinite(f):
+        raise ValueError(f"{text[:40]} overflows a 64-bit float")
+    return f
+
+
+def loads(data: bytes, limits: InputLimits = INPUT_LIMITS) -> Any:
+    """Parse one JSON text strictly and within ``limits``; every failure is an InputError.
+
+    Refused: more than ``max_line`` bytes, nesting deeper than ``max_depth`` (checked before
+    parsing), text that is not UTF-8, ``NaN``/``Infinity`` and numbers that overflow to them,
+    integers of more digits than Python converts.
+    """
+    if len(data) > limits.max_line:
+        raise InputError(f"{len(data)} bytes; at most {limits.max_line} per line")
+    if (depth := json_depth(data, limits.max_depth)) > limits.max_depth:
+        raise InputError(f"nested {depth} deep; at most {limits.max_depth}")
+    try:
+        doc = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text: {exc}") from None
+    try:
+        return json.loads(doc, parse_constant=_no_constant, parse_float=_finite)
+    except ValueError as exc:  # JSONDecodeError, int digits, overflow
+        raise InputError(f"not JSON: {text(str(exc), 300)}") from None
+    except RecursionError:  # unreachable below max_depth; kept as a named failure anyway
+        raise InputError(f"nested too deep; at most {limits.max_depth}") from None
+
+
+def text(value: str, limit: int = LIMITS["detail"]) -> str:
+    """``value`` as text a record can carry: valid UTF-8 (lone surrogates escaped), bounded."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")[:limit]
+
+
+def read_lines(stream: IO[bytes], max_line: int) -> Iterator[tuple[int, bytes, int]]:
+    """(line number, line without its newline, the line's full length) for each line.
+
+    Never holds more than ``max_line`` + 1 bytes of a line: the rest of a longer line is read
+    in chunks and dropped (its full length is still counted, for the error).
+    """
+    lineno = 0
+    while True:
+        raw = stream.readline(max_line + 1)
+        if not raw:
+            return
+        lineno += 1
+        if raw.endswith(b"\n"):
+            raw = raw[:-1]
+            size = len(raw)
+        else:
+            size = len(raw)
+            while size > max_line:  # a longer line: drop the rest of it
+                more = stream.readline(64 * 1024)
+                if not more:
+                    break
+                if more.endswith(b"\n"):
+                    size += len(more) - 1
+                    break
+                size += len(more)
+        yield lineno, raw, size
+
+
+def _id_of(obj: Any) -> str:
+    """The line's command id, if it is one a record can carry (else the record has none)."""
+    cid = obj.get("command_id") if isinstance(obj, dict) else None
+    if not isinstance(cid, str) or not 0 < len(cid) <= LIMITS["id"]:
+        return ""
+    return cid if text(cid) == cid else ""
+
+
+def line_record(
+    raw: bytes,
+    lineno: int,
+    graph: str,
+    agent: str | None = None,
+    limits: InputLimits = INPUT_LIMITS,
+    *,
+    size: int | None = None,
+) -> bytes:
+    """The record for one JSON Lines line: its command, or an ``invalid_input`` record.
+
+    Never raises for what the line holds: a line too long (``size`` is its full length when
+    :func:`read_lines` cut it), too deep, not JSON, not a command, or a command the wire
+    cannot carry becomes an ``invalid_input`` record with a clear error (the governor
+    rejects it as ``malformed``), so every line gets exactly one decision.
+    """
+    obj: Any = None
+    size = len(raw) if size is None else size
+    try:
+        if size > limits.max_line:
+            raise InputError(f"the line has {size} bytes; at most {limits.max_line}")
+        obj = loads(raw, limits)
+        if isinstance(obj, dict) and agent and "agent" not in obj:
+            obj["agent"] = agent
+        try:
+            return encode_command(parse_command(obj, graph))
+        except (TypeError, ValueError, OverflowError) as exc:  # what the wire cannot carry
+            raise InputError(f"cannot encode the command: {exc}") from None
+    except ClaimgraphError as exc:
+        error = str(exc)
+    return encode_command(
+        cast(
+            Command,
+            {
+                "type": "invalid_input",
+                "command_id": _id_of(obj),
+                "graph": graph,
+                "agent": text(agent or "", LIMITS["id"]),
+                "task": "",
+                "raw": raw[: LIMITS["raw"]],
+                "error": text(f"line {lineno}: {error}"),
+            },
+        )
+    )
