@@ -19,11 +19,15 @@ re-projection rebuilds every version.
 The horizon row is written (and synced) *before* the first delete, so a reader that can see a
 missing row can also see the horizon that explains it. The horizon never moves back.
 
-**Pins.** A run pins the version it reads at (:class:`PinRegistry`, a small JSON file beside
-the projection, guarded by an ``flock``): GC never moves the horizon past the oldest live pin,
-and a pin below the current horizon is refused. Pins carry a lease and expire when it runs
-out (a crashed run cannot hold retention back forever); a finished run unpins. The registry is
-the API the runs code calls: ``pin(version, owner, lease)``, ``renew``, ``unpin``.
+**Pins.** A run pins the version it reads at (:class:`PinRegistry`, a SQLite database beside
+the projection, shared by every process through SQLite's own locking): GC never moves the
+horizon past the oldest live pin, and a pin below the current horizon is refused. Pins carry a
+lease and expire when it runs out (a crashed run cannot hold retention back forever); a
+finished run unpins. The registry is the API the runs code calls: ``pin(version, owner,
+lease)``, ``renew``, ``unpin``. Every operation is one transaction over indexed rows, so
+taking or releasing a pin costs O(log n) in the live pins (the JSON file it replaces was
+rewritten whole on every pin: quadratic over a burst of run starts), and a ``holder`` (the
+principal) can be held to at most ``limit`` live pins.
 
 **Age.** A horizon given as an age (``keep_age``) is translated to a version through the log's
 append times: the first version whose decision was appended at or after ``now - age``.
@@ -31,13 +35,13 @@ append times: the first version whose decision was appended at or after ``now - 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
+import sqlite3
 import struct
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from claimgraph.core.model import Progress
-from claimgraph.errors import ConfigError, NotFoundError, VersionPruned
+from claimgraph.errors import ConfigError, LimitError, NotFoundError, StorageError, VersionPruned
 from claimgraph.logs.embedded import estimated_keys
 from claimgraph.projections.rows import HISTORY, INPUT, META, unpack_version
 
@@ -115,13 +119,17 @@ def parse_age(text: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Pin:
-    """A version held readable for ``owner`` (a run) until ``expires_at`` (ms since epoch)."""
+    """A version held readable for ``owner`` (a run) until ``expires_at`` (ms since epoch).
+
+    ``holder`` is the principal that took it (empty for pins taken in process).
+    """
 
     pin_id: str
     version: int
     owner: str
     created_at: int
     expires_at: int
+    holder: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -131,93 +139,196 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class PinRegistry:
-    """Pins of live runs and the horizon GC agreed to, in ``DIR/pins.json`` (multi-process).
+_DDL = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS pins (pin_id TEXT PRIMARY KEY, version INTEGER NOT NULL, "
+    "owner TEXT NOT NULL, holder TEXT NOT NULL, created_at INTEGER NOT NULL, "
+    "expires_at INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS pins_by_version ON pins (version)",
+    "CREATE INDEX IF NOT EXISTS pins_by_expiry ON pins (expires_at)",
+    "CREATE INDEX IF NOT EXISTS pins_by_owner ON pins (owner)",
+    "CREATE INDEX IF NOT EXISTS pins_by_holder ON pins (holder, expires_at)",
+)
+_COLUMNS = "pin_id, version, owner, created_at, expires_at, holder"
 
-    Every change happens under an exclusive ``flock`` and is written atomically (temp file +
-    rename), so a GC and a run starting in other processes cannot race past each other.
+
+class PinRegistry:
+    """Pins of live runs and the horizon GC agreed to, in ``DIR/pins.sqlite`` (multi-process).
+
+    Every operation is one ``BEGIN IMMEDIATE`` transaction (a GC and a run starting in other
+    processes cannot race past each other) touching indexed rows only: O(log n) in the live
+    pins. Expired pins are deleted at the start of each transaction, through the expiry index.
+    A ``pins.json`` left by an older claimgraph is imported once, then renamed.
     """
 
     def __init__(self, directory: Path, *, clock: Callable[[], int] = _now_ms) -> None:
         self.dir = directory
-        self.file = directory / "pins.json"
-        self._lockfile = directory / "pins.lock"
+        self.file = directory / "pins.sqlite"
         self._clock = clock
+        self._ready = False
 
     @contextmanager
-    def _locked(self) -> Iterator[dict[str, Any]]:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self._lockfile, "a+b") as lf:
-            fcntl.flock(lf.fileno(), fcntl.LOCK_EX)
+    def _tx(self) -> Iterator[tuple[sqlite3.Connection, int]]:
+        """A write transaction and the time it runs at; expired pins are already gone."""
+        if not self._ready:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            con = sqlite3.connect(self.file, timeout=60.0, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open {self.file}: {exc}") from None
+        try:
+            if not self._ready:
+                con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=NORMAL")
+            con.execute("BEGIN IMMEDIATE")
             try:
-                try:
-                    doc: dict[str, Any] = json.loads(self.file.read_text(encoding="utf-8"))
-                except FileNotFoundError:
-                    doc = {"horizon": 0, "pins": {}}
-                except ValueError as exc:
-                    raise ConfigError(f"{self.file} is not valid JSON: {exc}") from None
-                before = json.dumps(doc, sort_keys=True)
+                if not self._ready:
+                    for ddl in _DDL:
+                        con.execute(ddl)
+                    self._import_json(con)
                 now = self._clock()
-                doc["pins"] = {k: p for k, p in doc["pins"].items() if p["expires_at"] > now}
-                yield doc
-                if json.dumps(doc, sort_keys=True) != before:
-                    tmp = self.file.with_suffix(".tmp")
-                    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", "utf-8")
-                    os.replace(tmp, self.file)
-            finally:
-                fcntl.flock(lf.fileno(), fcntl.LOCK_UN)
+                con.execute("DELETE FROM pins WHERE expires_at <= ?", (now,))
+                yield con, now
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+            self._ready = True
+        except sqlite3.Error as exc:
+            raise StorageError(f"{self.file}: {exc}") from None
+        finally:
+            con.close()
 
-    def pin(self, version: int, owner: str, lease: float = 3600.0) -> Pin:
-        """Hold ``version`` readable for ``lease`` seconds; refused if it is already pruned."""
+    def _import_json(self, con: sqlite3.Connection) -> None:
+        """Take over the pins and horizon of an older registry's ``pins.json`` (once)."""
+        old = self.dir / "pins.json"
+        if not old.exists():
+            return
+        try:
+            doc = json.loads(old.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ConfigError(f"{old} is not valid JSON: {exc}") from None
+        con.execute(
+            "INSERT INTO meta VALUES ('horizon', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)",
+            (int(doc.get("horizon", 0)),),
+        )
+        for raw in doc.get("pins", {}).values():
+            p = Pin(**raw)
+            con.execute(
+                f"INSERT OR IGNORE INTO pins ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                (p.pin_id, p.version, p.owner, p.created_at, p.expires_at, p.holder),
+            )
+        os.replace(old, old.with_name("pins.json.imported"))
+
+    @staticmethod
+    def _horizon(con: sqlite3.Connection) -> int:
+        row = con.execute("SELECT value FROM meta WHERE key = 'horizon'").fetchone()
+        return int(row[0]) if row else 0
+
+    def pin(
+        self,
+        version: int,
+        owner: str,
+        lease: float = 3600.0,
+        *,
+        holder: str = "",
+        limit: int | None = None,
+    ) -> Pin:
+        """Hold ``version`` readable for ``lease`` seconds; refused if it is already pruned,
+        or (with ``limit``) if ``holder`` already holds ``limit`` live pins."""
+        return self.batch([(version, owner)], lease=lease, holder=holder, limit=limit)[0]
+
+    def batch(
+        self,
+        pins: Sequence[tuple[int, str]] = (),
+        *,
+        lease: float = 3600.0,
+        holder: str = "",
+        limit: int | None = None,
+        release: Sequence[str] = (),
+    ) -> list[Pin]:
+        """In one transaction: release every pin of the owners in ``release``, then pin each
+        ``(version, owner)`` of ``pins`` for ``holder``; all or nothing."""
         if lease <= 0:
             raise ConfigError("a pin's lease must be positive (seconds)")
-        if version < 0:
-            raise ConfigError(f"cannot pin version {version}")
-        with self._locked() as doc:
-            if version < doc["horizon"]:
-                raise VersionPruned(version, doc["horizon"])
-            now = self._clock()
-            p = Pin(uuid.uuid4().hex[:16], version, owner, now, now + int(lease * 1000))
-            doc["pins"][p.pin_id] = p.as_dict()
-            return p
+        for version, _ in pins:
+            if version < 0:
+                raise ConfigError(f"cannot pin version {version}")
+        with self._tx() as (con, now):
+            for owner in release:
+                con.execute("DELETE FROM pins WHERE owner = ?", (owner,))
+            if not pins:
+                return []
+            horizon = self._horizon(con)
+            if (low := min(v for v, _ in pins)) < horizon:
+                raise VersionPruned(low, horizon)
+            if limit is not None:
+                (held,) = con.execute(
+                    "SELECT count(*) FROM pins WHERE holder = ? AND expires_at > ?",
+                    (holder, now),
+                ).fetchone()
+                if held + len(pins) > limit:
+                    raise LimitError(
+                        "too_many",
+                        "--max-pins",
+                        f"{holder!r} holds {held} live pins; {len(pins)} more would pass "
+                        f"{limit} (end runs, or let their leases lapse)",
+                        429,
+                    )
+            out = [
+                Pin(uuid.uuid4().hex[:16], v, owner, now, now + int(lease * 1000), holder)
+                for v, owner in pins
+            ]
+            con.executemany(
+                f"INSERT INTO pins ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                [(p.pin_id, p.version, p.owner, p.created_at, p.expires_at, p.holder) for p in out],
+            )
+            return out
 
     def renew(self, pin_id: str, lease: float) -> Pin:
         """Extend a live pin's lease to ``lease`` seconds from now."""
-        with self._locked() as doc:
-            raw = doc["pins"].get(pin_id)
-            if raw is None:
+        with self._tx() as (con, now):
+            con.execute(
+                "UPDATE pins SET expires_at = ? WHERE pin_id = ?", (now + int(lease * 1000), pin_id)
+            )
+            row = con.execute(f"SELECT {_COLUMNS} FROM pins WHERE pin_id = ?", (pin_id,)).fetchone()
+            if row is None:
                 raise NotFoundError(f"no live pin {pin_id!r} (it expired or was removed)")
-            raw["expires_at"] = self._clock() + int(lease * 1000)
-            return Pin(**raw)
+            return Pin(*row)
 
     def unpin(self, pin_id: str) -> bool:
         """Release a pin (a run ended); False if there was no such live pin."""
-        with self._locked() as doc:
-            return doc["pins"].pop(pin_id, None) is not None
+        with self._tx() as (con, _):
+            return con.execute("DELETE FROM pins WHERE pin_id = ?", (pin_id,)).rowcount > 0
 
     def live(self) -> list[Pin]:
         """Pins whose lease has not run out, oldest version first."""
-        with self._locked() as doc:
-            return sorted((Pin(**p) for p in doc["pins"].values()), key=lambda p: p.version)
+        with self._tx() as (con, _):
+            rows = con.execute(f"SELECT {_COLUMNS} FROM pins ORDER BY version, pin_id").fetchall()
+            return [Pin(*r) for r in rows]
 
     def horizon(self) -> int:
-        with self._locked() as doc:
-            return int(doc["horizon"])
+        with self._tx() as (con, _):
+            return self._horizon(con)
 
     def advance(self, target: int) -> tuple[int, Pin | None]:
         """Move the agreed horizon towards ``target``, never past a live pin nor backwards.
 
         Returns the new horizon and the pin that held it back (if one did).
         """
-        with self._locked() as doc:
-            held: Pin | None = None
-            h = target
-            for raw in doc["pins"].values():
-                if raw["version"] < h:
-                    h = raw["version"]
-                    held = Pin(**raw)
-            h = max(h, int(doc["horizon"]))
-            doc["horizon"] = h
+        with self._tx() as (con, _):
+            row = con.execute(
+                f"SELECT {_COLUMNS} FROM pins ORDER BY version, pin_id LIMIT 1"
+            ).fetchone()
+            oldest = Pin(*row) if row is not None else None
+            held = oldest if oldest is not None and oldest.version < target else None
+            h = max(held.version if held is not None else target, self._horizon(con))
+            con.execute(
+                "INSERT INTO meta VALUES ('horizon', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (h,),
+            )
             return h, held
 
 
