@@ -12,8 +12,8 @@ A data directory holds one graph::
     DIR/projection/    the versioned projection (RocksDB), rebuildable from DIR/log
     DIR/checkpoints/   checkpoints of the projection and folded state
                        (claimgraph.projections.checkpoints)
-    DIR/pins.json      pins of live runs and the agreed retention horizon
-                       (claimgraph.projections.retention)
+    DIR/pins.sqlite    pins of live runs and the agreed retention horizon
+                       (claimgraph.projections.retention; replaces pins.json)
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
         self.path = path
         self.name = name
         self._lock = threading.RLock()
-        self._advanced = threading.Condition(self._lock)
+        # readers waiting for a version wait on a lock of their own, never on the graph's
+        self._advanced = threading.Condition(threading.Lock())
         # clock: where append times (the governor's "now") come from; wall clock by default
         self.logs = EmbeddedLogStore(path / "log", create=True, clock=clock)
         try:
@@ -119,6 +120,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
             raise
         self._progress = progress
         self._runtime: EmbeddedRuntime | None = None
+        self._pins: PinRegistry | None = None
         self.reader = ProjectionReader(self.projection.db)
         self._closed = False
         # Reads need only the projection; the governor's state (a fold of the whole decisions
@@ -145,7 +147,9 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
     @property
     def pins(self) -> PinRegistry:
         """Pins of live runs: GC never moves the horizon past one (projections.retention)."""
-        return PinRegistry(self.path)
+        if self._pins is None:
+            self._pins = PinRegistry(self.path)
+        return self._pins
 
     def horizon(self) -> int:
         """The oldest readable version (reads below it raise VersionPruned)."""
@@ -182,9 +186,10 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
         """Decide and project every pending command; return how many were decided."""
         with self._lock:
             n = self.runtime.run_until_idle(batch, progress)
-            if n:
+        if n:
+            with self._advanced:
                 self._advanced.notify_all()
-            return n
+        return n
 
     def submit(self, commands: Sequence[Command | bytes]) -> list[Receipt]:
         """Append commands, decide them, and return one receipt per command, in order."""
@@ -223,7 +228,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
         if version <= head:
             return head  # applied versions never change: no lock needed
         deadline = time.monotonic() + timeout
-        with self._advanced:
+        with self._advanced:  # not the graph's lock: a waiting reader never delays a writer
             while True:
                 head = self.head()
                 if version <= head:
@@ -231,7 +236,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise VersionNotYetAvailable(version, head, timeout)
-                self._advanced.wait(min(left, 0.05))
+                self._advanced.wait(min(left, 1.0))  # woken by process(); 1 s: belt and braces
 
     # -- runs (claimgraph.service.runs) ----------------------------------------------------
 
