@@ -89,7 +89,7 @@ def _in_range(ms: int) -> int:
     return ms
 
 
-def to_millis(value: int | float | str | datetime) -> int:
+def to_millis(value: object) -> int:
     """ms since the epoch from an int (ms), a float (s), an ISO 8601 string or a datetime."""
     if isinstance(value, bool):
         raise ValueError("expected a time, got a boolean")
@@ -108,6 +108,10 @@ def to_millis(value: int | float | str | datetime) -> int:
                 f"{value!r} is not an ISO 8601 time such as 2026-11-29T10:00:00Z"
             ) from None
         value = dt
+    if not isinstance(value, datetime):
+        raise ValueError(
+            f"expected a time (ms, seconds or ISO 8601 text), got {type(value).__name__}"
+        )
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return int(value.timestamp() * 1000)
@@ -477,8 +481,10 @@ def json_depth(data: bytes, limit: int | None = None) -> int:
     opens = data.count(b"[") + data.count(b"{")
     if opens == 0 or (limit is not None and opens <= limit):
         return 0
-    # drop escapes, then whole strings, then everything but brackets: each step is linear
-    brackets = _STRING.sub(b"", _ESCAPE.sub(b"", data)).translate(None, _NOT_BRACKET)
+    # drop escapes, then whole strings (and an unterminated one to the end), then everything
+    # but brackets: each step is linear
+    outside = _STRING.sub(b"", _ESCAPE.sub(b"", data)).partition(b'"')[0]
+    brackets = outside.translate(None, _NOT_BRACKET)
     return max(accumulate(_STEP[b] for b in brackets), default=0)
 
 
