@@ -62,9 +62,12 @@ class Gate:
             return
         headers = dict(scope["headers"])
         declared = headers.get(b"content-length")
-        if declared is not None and (
-            not declared.isdigit() or int(declared) > self.limits.max_body
-        ):
+        if declared is not None and not declared.isdigit():
+            await problem(Reason.MALFORMED, "Content-Length is not a number of bytes", status=400)(
+                scope, receive, send
+            )
+            return
+        if declared is not None and int(declared) > self.limits.max_body:
             self.stats.too_large += 1
             await self._refuse(scope, send, self._too_large(declared.decode("latin-1")))
             return
