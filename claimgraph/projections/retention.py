@@ -166,6 +166,9 @@ class PinRegistry:
         self.file = directory / "pins.sqlite"
         self._clock = clock
         self._ready = False
+        # called with each connection before it is used: for instrumentation (e.g. counting
+        # SQLite's VM steps with set_progress_handler), never needed to use the registry
+        self.on_connect: Callable[[sqlite3.Connection], None] | None = None
 
     @contextmanager
     def _tx(self) -> Iterator[tuple[sqlite3.Connection, int]]:
@@ -177,6 +180,8 @@ class PinRegistry:
         except sqlite3.Error as exc:
             raise StorageError(f"cannot open {self.file}: {exc}") from None
         try:
+            if self.on_connect is not None:
+                self.on_connect(con)
             if not self._ready:
                 con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=NORMAL")
