@@ -148,7 +148,7 @@ def test_a_deeply_nested_answer_is_refused_before_parsing() -> None:
     """An answer nested 100,000 deep is an ArbiterError naming the depth (it crashed the
     chain with RecursionError)."""
     arb = CommandArbiter([sys.executable, str(ARBITERS / "deep.py")])
-    with pytest.raises(ArbiterError, match="nested 100000 deep; at most 32"):
+    with pytest.raises(ArbiterError, match="nested more than 32 deep"):
         arb.arbitrate(PAYLOAD)
 
 
@@ -246,7 +246,7 @@ def test_http_arbiter_bodies_are_capped(flood_server: str) -> None:
         HttpArbiter(f"{flood_server}/flood").arbitrate(PAYLOAD)
     with pytest.raises(ArbiterError, match="would answer 2147483648 bytes"):
         HttpArbiter(f"{flood_server}/declared").arbitrate(PAYLOAD)
-    with pytest.raises(ArbiterError, match="nested 50000 deep"):
+    with pytest.raises(ArbiterError, match="nested more than 32 deep"):
         HttpArbiter(f"{flood_server}/deep").arbitrate(PAYLOAD)
     assert _Flood.written < 64 * 1024 * 1024
 

@@ -20,10 +20,10 @@ from claimgraph.core.wire import decode_command
 from claimgraph.service.audit import audit, verify
 from claimgraph.service.inputs import (
     InputLimits,
-    json_depth,
     line_record,
     parse_command,
     read_lines,
+    too_deep,
 )
 from tests.conftest import ROOT, SCHEMA
 from tests.test_cli import _run
@@ -32,7 +32,7 @@ DATA = ROOT / "tests" / "data" / "hostile"
 
 # line number → what its decision's detail must say (every other non-blank line is valid)
 EXPECTED = {
-    3: "nested 100000 deep; at most 32",
+    3: "nested more than 32 deep",
     4: "asserted_at: Value error, 1e+308 s is not a finite time",
     5: "not JSON: 1e400 overflows a 64-bit float",
     6: "command_id: Input should be a valid string",
@@ -47,7 +47,7 @@ EXPECTED = {
     15: "expected a JSON object, got list",
     16: "expected a JSON object, got int",
     19: "String should have at most 256 characters",
-    20: "nested 42 deep; at most 32",
+    20: "nested more than 32 deep",
     21: "evidence: Input should be a valid list",
     23: "not JSON: Expecting ',' delimiter",
     24: "task: Input should be a valid string",
@@ -143,14 +143,18 @@ def test_assert_with_an_overflowing_based_on_is_a_clear_input_error(tmp_path: Pa
     assert "based_on_version" in r.stderr and "internal error" not in r.stderr
 
 
-def test_json_depth_ignores_brackets_in_strings_and_escapes() -> None:
-    """The depth scan counts structure only: brackets inside strings and escaped quotes do not
-    nest, and a text with few brackets answers without a scan."""
-    assert json_depth(b'{"a": "[[[[[[", "b": [1, [2]]}') == 3
-    assert json_depth(rb'["\"[[[[", [[]]]') == 3
-    assert json_depth(b"[" * 10 + b"]" * 10) == 10
-    assert json_depth(b"[" * 10 + b"]" * 10, limit=10) == 0  # cannot be deeper than 10
-    assert json_depth(b'"' + b"[" * 100) == 0  # an unterminated string holds them all
+def test_the_depth_check_ignores_brackets_in_strings_and_escapes() -> None:
+    """The depth check counts structure only: brackets inside strings, after escaped quotes
+    and in an unterminated string do not nest; 32 deep passes, 33 does not, anywhere in the
+    text (also past its first 64 KiB)."""
+    assert not too_deep(b'{"a": "' + b"[" * 50 + b'", "b": [1, [2]]}', 32)
+    assert not too_deep(b'["\\"' + b"[" * 50 + b'", [[]]]', 32)
+    assert too_deep(b'["\\\\"' + b"[" * 50 + b'"]', 32)  # an escaped backslash: a real quote
+    assert not too_deep(b'"' + b"[" * 100, 32)
+    assert not too_deep(b"[" * 32 + b"]" * 32, 32)
+    assert too_deep(b"[" * 33 + b"]" * 33, 32)
+    assert too_deep(b"[]" * 100_000 + b"{" * 33 + b"}" * 33, 32)
+    assert not too_deep(b"[[[]]]" * 100_000, 32)
 
 
 def test_strict_types_at_the_json_ingress() -> None:

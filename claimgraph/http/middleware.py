@@ -29,7 +29,7 @@ from claimgraph.errors import ClaimgraphError, LimitError
 from claimgraph.http.auth import TokenFile
 from claimgraph.http.limits import HttpLimits, Slots
 from claimgraph.http.problems import error_problem, problem
-from claimgraph.service.inputs import json_depth
+from claimgraph.service.inputs import too_deep
 
 __all__ = ["Gate", "GateStats", "install"]
 
@@ -84,11 +84,11 @@ class Gate:
                     )
                     await self._refuse(scope, send, self._too_large(f"more than {len(body)}"))
                     return
-                if (depth := json_depth(body, self.limits.max_depth)) > self.limits.max_depth:
+                if too_deep(body, self.limits.max_depth):
                     self.stats.too_deep += 1
                     await problem(
                         Reason.MALFORMED,
-                        f"the body nests {depth} deep; at most {self.limits.max_depth}",
+                        f"the body nests more than {self.limits.max_depth} deep",
                         limit="--max-depth",
                     )(scope, receive, send)
                     return
