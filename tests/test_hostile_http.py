@@ -238,3 +238,51 @@ def test_generated_bodies_never_fail_the_server(tmp_path: Path) -> None:
     verify(g)
     audit(g)
     g.close()
+
+
+def test_a_principal_holding_all_its_slots_blocks_no_one_else(served: tuple[Graph, Any]) -> None:
+    """Eight uploads without a token that never finish hold the unauthenticated pool: a ninth
+    is refused at once (429, Retry-After, not recorded), while /healthz and another
+    principal's write are answered; when the uploads end, each is answered too."""
+    g, app = served
+    release = asyncio.Event()
+
+    async def trickle() -> AsyncIterator[bytes]:
+        yield b'{"edge_type": "depends_on", '
+        await release.wait()
+        yield b'"subject": "service:a", "object": "service:b"}'
+
+    async def scenario() -> tuple[list[int], int, int, int]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            held = [
+                asyncio.create_task(c.post("/v1/commands/claim", content=trickle(), headers=JSON))
+                for _ in range(8)
+            ]
+            while app.state.requests.held("") < 8:  # observed, not timed
+                await asyncio.sleep(0)
+            ninth = await c.post("/v1/commands/claim", json=CLAIM)
+            assert ninth.headers["retry-after"] == "1"
+            health = await c.get("/healthz")
+            victim = await c.post(
+                "/v1/commands/claim",
+                json=CLAIM,
+                headers={"authorization": f"Bearer {TOKENS['inventory']}"},
+            )
+            release.set()
+            return (
+                [r.status_code for r in await asyncio.gather(*held)],
+                (ninth.status_code),
+                health.status_code,
+                victim.status_code,
+            )
+
+    before = g.logs.commands.end()
+    held, ninth, health, victim = asyncio.run(scenario())
+    assert (ninth, health, victim) == (429, 200, 200)
+    assert held == [401] * 8  # answered once their bodies arrived, refused and recorded
+    assert g.logs.commands.end() == before + 1 + 8  # the victim's claim and the 8 refusals
+
+
+CLAIM = {"edge_type": "depends_on", "subject": "service:a", "object": "service:b"}
+JSON = {"content-type": "application/json"}

@@ -7,7 +7,8 @@ chunked one as soon as it passes ``max_body`` (so at most ``max_body`` bytes of 
 ever held), and a body nested deeper than ``max_depth`` before a parser recurses into it. A
 principal (looked up from the bearer token; every caller without a valid token shares one
 pool) may have ``max_requests`` requests in flight; one more is refused at once (429), so a
-flood from one principal takes at most that many of the server's workers.
+flood from one principal takes at most that many of the server's workers. ``GET /healthz``
+is not counted: liveness answers even while the unauthenticated pool is flooded.
 
 Refusals at the gate are **not recorded** in the log: nothing was read that could be decided,
 the caller is not yet authenticated, and recording them would let anyone grow the log at the
@@ -70,6 +71,9 @@ class Gate:
         if declared is not None and int(declared) > self.limits.max_body:
             self.stats.too_large += 1
             await self._refuse(scope, send, self._too_large(declared.decode("latin-1")))
+            return
+        if scope["path"] == "/healthz" and scope["method"] == "GET":
+            await self.app(scope, receive, send)  # liveness answers even through a flood
             return
         scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
         p = self.tokens.principal(token.strip() if scheme.lower() == "bearer" else None)
