@@ -275,3 +275,32 @@ def test_a_schema_arbiter_timeout_is_capped(tmp_path: Path) -> None:
         g.close()
     finally:
         os.close(fd)
+
+
+class _Verbose:
+    """A fake arbitration agent that picks the first claim and explains at great length."""
+
+    name = "verbose"
+
+    def arbitrate(self, payload: Any) -> Any:
+        return {"winner": payload["claims"][0]["claim_id"], "rationale": "because " * 100_000}
+
+
+def test_a_verbose_arbiter_verdict_still_lands(tmp_path: Path) -> None:
+    """A 700 KB answer (within max_output) is recorded by its verdict keys, the start of its
+    rationale and its digest, so the resolve command fits the governor's limit on inputs and
+    is decided (it was rejected as field_too_large, and retried, every pass)."""
+    schema = (
+        (DATA / "cel-nested.yaml")
+        .read_text()
+        .replace(
+            "      - rules:",
+            f"      - arbiter: {{name: verbose, command: [{sys.executable}]}}\n      - rules:",
+        )
+    )
+    g = _conflict(tmp_path, schema, claims=2)
+    [(_, v, r)] = run_resolvers(g, agent="resolver-bot", arbiters={"verbose": _Verbose()})
+    assert (v.resolver, r.kind) == ("arbiter:verbose", "resolved"), r.decision["detail"]
+    kept = v.inputs["answer"]
+    assert kept["truncated"]["bytes"] > 700_000 and len(kept["rationale"]) == 1000
+    g.close()

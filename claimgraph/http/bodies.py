@@ -64,7 +64,9 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
         (403, "Refused: spoofed agent, task or role not allowed, or rejected by policy"),
         (404, "No such claim, conflict, run or grant"),
         (409, "Rejected: duplicate, closed, stale, or a version not yet available"),
+        (413, "Too large: a body, or a run's trace, past its limit (not recorded)"),
         (422, "Invalid input (rejected by the governor, or malformed request)"),
+        (429, "Too many at once for this principal: requests, waits or pins (not recorded)"),
     )
 }
 

@@ -34,6 +34,7 @@ the command has answered, so nothing it started outlives it). Every failure is a
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import selectors
@@ -287,6 +288,27 @@ def _answer(raw: bytes, max_depth: int = RESOLVER_LIMITS.max_depth) -> Mapping[s
     return value
 
 
+_KEPT = 16 * 1024  # bytes of an arbiter's answer kept whole in a verdict's inputs
+
+
+def _kept(answer: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The answer as a verdict records it: whole if small, else its verdict keys, the start
+    of its rationale and the SHA-256 of the whole (so the resolve command stays within the
+    governor's size limit for ``inputs`` and is not rejected, and retried, every pass)."""
+    raw = json.dumps(answer, sort_keys=True, default=str)
+    if len(raw.encode()) <= _KEPT:
+        return answer
+    keys = ("winner", "reject_all", "escalate")
+    return {
+        **{k: answer[k] for k in keys if k in answer and len(str(answer[k])) <= 256},
+        "rationale": str(answer.get("rationale", ""))[:1000],
+        "truncated": {
+            "bytes": len(raw.encode()),
+            "sha256": hashlib.sha256(raw.encode()).hexdigest(),
+        },
+    }
+
+
 def arbiter_for(spec: ResolverSpec, limits: ResolverLimits = RESOLVER_LIMITS) -> Arbiter:
     """The arbiter a schema's ``arbiter:`` entry describes, within ``limits``."""
     timeout = min(spec.timeout, limits.max_timeout)
@@ -437,12 +459,16 @@ def decide_conflict(
                 continue
             rationale = str(answer.get("rationale", ""))[:1000]
             if answer.get("escalate"):
-                return verdict("escalate", name, str(answer["escalate"])[:200], None, answer=answer)
+                return verdict(
+                    "escalate", name, str(answer["escalate"])[:200], None, answer=_kept(answer)
+                )
             if answer.get("reject_all") is True:
-                return verdict("reject_all", name, rationale or "reject all", None, answer=answer)
+                return verdict(
+                    "reject_all", name, rationale or "reject all", None, answer=_kept(answer)
+                )
             w = answer.get("winner")
             if isinstance(w, str) and w in ids:
-                v = adopt(name, w, rationale or f"arbiter picked {w}", answer=answer)
+                v = adopt(name, w, rationale or f"arbiter picked {w}", answer=_kept(answer))
                 if v is not None:
                     return v
                 continue
