@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -130,17 +131,29 @@ def test_read_lines_holds_at_most_max_line_bytes_of_a_line() -> None:
     ]
 
 
-def test_assert_with_an_overflowing_based_on_is_a_clear_input_error(tmp_path: Path) -> None:
-    """assert --based-on 99999999999999999999 exits 4 with one line naming the field (it
-    exited 70, an internal error)."""
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--based-on", "99999999999999999999"], "based_on_version"),
+        (["--asserted-at", "9" * 5000], "out of the signed 64-bit range"),
+        (["--asserted-at", "1e400"], "not an ISO 8601 time"),
+        (["--confidence", "nan"], "confidence"),
+    ],
+)
+def test_cli_flags_out_of_range_are_clear_input_errors(
+    tmp_path: Path, args: list[str], named: str
+) -> None:
+    """assert with a version, time or confidence the wire cannot carry exits 4 with one line
+    naming it (--based-on 99999999999999999999 exited 70, an internal error)."""
     _graph_dir(tmp_path)
     r = _run(
         ["--data", "g", "assert", "depends_on", "service:a", "service:b", "--agent",
-         "inventory-agent", "--based-on", "99999999999999999999"],
+         "inventory-agent", *args],
         tmp_path,
     )  # fmt: skip
     assert r.returncode == 4, r.stderr
-    assert "based_on_version" in r.stderr and "internal error" not in r.stderr
+    assert named in r.stderr and "internal error" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_the_depth_check_ignores_brackets_in_strings_and_escapes() -> None:

@@ -104,7 +104,7 @@ def to_millis(value: object) -> int:
             dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             raise ValueError(
-                f"{value!r} is not an ISO 8601 time such as 2026-11-29T10:00:00Z"
+                f"{value[:80]!r} is not an ISO 8601 time such as 2026-11-29T10:00:00Z"
             ) from None
         value = dt
     if not isinstance(value, datetime):
