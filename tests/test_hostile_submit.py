@@ -19,13 +19,9 @@ from hypothesis import strategies as st
 import claimgraph
 from claimgraph.core.wire import decode_command
 from claimgraph.service.audit import audit, verify
-from claimgraph.service.inputs import (
-    InputLimits,
-    line_record,
-    parse_command,
-    read_lines,
-    too_deep,
-)
+from claimgraph.service.bounded import InputLimits, too_deep
+from claimgraph.service.inputs import parse_command
+from claimgraph.service.jsonlines import line_record, read_lines
 from tests.conftest import ROOT, SCHEMA
 from tests.test_cli import _run
 

@@ -25,15 +25,10 @@ from claimgraph.cli.common import (
     when,
 )
 from claimgraph.errors import InputError, NotFoundError
+from claimgraph.service.bounded import INPUT_LIMITS, InputLimits
 from claimgraph.service.graph import Graph, open_graph
-from claimgraph.service.inputs import (
-    INPUT_LIMITS,
-    InputLimits,
-    line_record,
-    now_millis,
-    parse_command,
-    read_lines,
-)
+from claimgraph.service.inputs import now_millis, parse_command
+from claimgraph.service.jsonlines import line_record, read_lines
 from claimgraph.service.schemas import load_schema_file
 
 # -- set-up -----------------------------------------------------------------------------------

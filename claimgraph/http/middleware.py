@@ -30,7 +30,7 @@ from claimgraph.errors import ClaimgraphError, LimitError
 from claimgraph.http.auth import TokenFile
 from claimgraph.http.limits import HttpLimits, Slots
 from claimgraph.http.problems import error_problem, problem
-from claimgraph.service.inputs import too_deep
+from claimgraph.service.bounded import too_deep
 
 __all__ = ["Gate", "GateStats", "install"]
 

@@ -11,7 +11,7 @@ from claimgraph.errors import AuthError, InputError, LimitError, RunNotFound
 from claimgraph.http.bodies import PROBLEM_RESPONSES, RUN_EVENT_PAYLOAD, RunEventsIn
 from claimgraph.http.context import Context, clean
 from claimgraph.http.limits import HttpLimits
-from claimgraph.service.inputs import InputLimits, loads
+from claimgraph.service.bounded import InputLimits, loads
 from claimgraph.service.runs import hold_remote_pins
 from claimgraph.service.traces import check_event, encode_events
 

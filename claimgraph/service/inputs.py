@@ -14,23 +14,16 @@ Types are strict: a number is a JSON number (``"0.5"`` and ``true`` are not conf
 integer is not a float, text is text. Numbers must fit the wire (64-bit integers, finite
 floats); ``NaN``, ``Infinity`` and numbers that overflow to them are refused.
 
-Hostile input (JSON Lines, see :func:`line_record`): a line longer than
-``InputLimits.max_line`` bytes is not read whole (:func:`read_lines`), a line nested deeper
-than ``InputLimits.max_depth`` is refused before it is parsed (:func:`too_deep`), and
-whatever a line holds, it becomes exactly one record: its command, or an ``invalid_input``
-record carrying the error and at most ``LIMITS["raw"]`` bytes of the line.
+JSON text is parsed within bounds (:mod:`claimgraph.service.bounded`); JSON Lines become one
+record per line, whatever the line holds (:mod:`claimgraph.service.jsonlines`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import accumulate
-from typing import IO, Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     BaseModel,
@@ -43,24 +36,10 @@ from pydantic import (
 
 from claimgraph.core.commands import CLIENT_COMMANDS, COMMANDS, Sender
 from claimgraph.core.model import LIMITS, Command
-from claimgraph.core.wire import encode_command
-from claimgraph.errors import ClaimgraphError, InputError
+from claimgraph.errors import InputError
+from claimgraph.service.bounded import loads
 
-__all__ = [
-    "I64",
-    "INPUT_LIMITS",
-    "CommandIn",
-    "InputLimits",
-    "NodeRef",
-    "line_record",
-    "loads",
-    "parse_command",
-    "parse_node",
-    "read_lines",
-    "text",
-    "to_millis",
-    "too_deep",
-]
+__all__ = ["I64", "CommandIn", "NodeRef", "now_millis", "parse_command", "parse_node", "to_millis"]
 
 I64 = 2**63 - 1  # the wire's integers are Avro longs
 Id = Annotated[str, Field(min_length=1, max_length=LIMITS["id"])]
@@ -69,17 +48,6 @@ _BY = {  # who writes the records no client may send
     Sender.INGRESS: "the system (an ingress, or a signing producer)",
     Sender.TICKER: "the ticker (claimgraph ticker, or serve --tick)",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class InputLimits:
-    """Bounds on one JSON Lines line: its size in bytes and how deep it nests."""
-
-    max_line: int = 1024 * 1024
-    max_depth: int = 32
-
-
-INPUT_LIMITS = InputLimits()
 
 
 def _in_range(ms: int) -> int:
@@ -460,155 +428,3 @@ def parse_command(value: str | bytes | dict[str, Any], graph: str) -> Command:
     except ValueError as exc:
         raise InputError(str(exc)) from None
     return cmd
-
-
-# -- JSON Lines: one record per line, whatever the line holds --------------------------------
-
-_NOT_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
-_DELTA = tuple({91: 1, 123: 1, 93: -1, 125: -1}.get(b, 0) for b in range(256))  # [ { ] }
-
-
-def too_deep(data: bytes, limit: int) -> bool:
-    """Whether a JSON text nests arrays and objects more than ``limit`` deep (brackets inside
-    strings do not count).
-
-    Recursion-free, linear and in C but for one step per 64 KiB, so it runs *before* a parser
-    that recurses: a text with at most ``limit`` opening brackets answers at once; otherwise
-    strings are dropped, the brackets kept, and the running depth checked chunk by chunk
-    (a deep text is caught in its first chunk). Unbalanced brackets are left to the parser.
-    """
-    if data.count(b"[") + data.count(b"{") <= limit:
-        return False
-    # drop escapes (escaped backslashes first, as a parser pairs them), then whole strings
-    # (the text between quotes, and an unterminated one to the end), then all but brackets
-    plain = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    outside = b"".join(plain.split(b'"')[::2])
-    brackets = outside.translate(None, _NOT_BRACKET)
-    depth = 0
-    for i in range(0, len(brackets), 65536):
-        part = brackets[i : i + 65536]
-        if max(accumulate(map(_DELTA.__getitem__, part), initial=depth)) > limit:
-            return True
-        depth += part.count(b"[") + part.count(b"{") - part.count(b"]") - part.count(b"}")
-    return False
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    f = float(text)
-    if not math.isfinite(f):
-        raise ValueError(f"{text[:40]} overflows a 64-bit float")
-    return f
-
-
-def loads(data: bytes, limits: InputLimits = INPUT_LIMITS) -> Any:
-    """Parse one JSON text strictly and within ``limits``; every failure is an InputError.
-
-    Refused: more than ``max_line`` bytes, nesting deeper than ``max_depth`` (checked before
-    parsing), text that is not UTF-8, ``NaN``/``Infinity`` and numbers that overflow to them,
-    integers of more digits than Python converts.
-    """
-    if len(data) > limits.max_line:
-        raise InputError(f"{len(data)} bytes; at most {limits.max_line} per line")
-    if too_deep(data, limits.max_depth):
-        raise InputError(f"nested more than {limits.max_depth} deep")
-    try:
-        doc = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text: {exc}") from None
-    try:
-        return json.loads(doc, parse_constant=_no_constant, parse_float=_finite)
-    except ValueError as exc:  # JSONDecodeError, int digits, overflow
-        raise InputError(f"not JSON: {text(str(exc), 300)}") from None
-    except RecursionError:  # unreachable below max_depth; kept as a named failure anyway
-        raise InputError(f"nested too deep; at most {limits.max_depth}") from None
-
-
-def text(value: str, limit: int = LIMITS["detail"]) -> str:
-    """``value`` as text a record can carry: valid UTF-8 (lone surrogates escaped), bounded."""
-    return value.encode("utf-8", "backslashreplace").decode("utf-8")[:limit]
-
-
-def read_lines(stream: IO[bytes], max_line: int) -> Iterator[tuple[int, bytes, int]]:
-    """(line number, line without its newline, the line's full length) for each line.
-
-    Never holds more than ``max_line`` + 1 bytes of a line: the rest of a longer line is read
-    in chunks and dropped (its full length is still counted, for the error).
-    """
-    lineno = 0
-    while True:
-        raw = stream.readline(max_line + 1)
-        if not raw:
-            return
-        lineno += 1
-        if raw.endswith(b"\n"):
-            raw = raw[:-1]
-            size = len(raw)
-        else:
-            size = len(raw)
-            while size > max_line:  # a longer line: drop the rest of it
-                more = stream.readline(64 * 1024)
-                if not more:
-                    break
-                if more.endswith(b"\n"):
-                    size += len(more) - 1
-                    break
-                size += len(more)
-        yield lineno, raw, size
-
-
-def _id_of(obj: Any) -> str:
-    """The line's command id, if it is one a record can carry (else the record has none)."""
-    cid = obj.get("command_id") if isinstance(obj, dict) else None
-    if not isinstance(cid, str) or not 0 < len(cid) <= LIMITS["id"]:
-        return ""
-    return cid if text(cid) == cid else ""
-
-
-def line_record(
-    raw: bytes,
-    lineno: int,
-    graph: str,
-    agent: str | None = None,
-    limits: InputLimits = INPUT_LIMITS,
-    *,
-    size: int | None = None,
-) -> bytes:
-    """The record for one JSON Lines line: its command, or an ``invalid_input`` record.
-
-    Never raises for what the line holds: a line too long (``size`` is its full length when
-    :func:`read_lines` cut it), too deep, not JSON, not a command, or a command the wire
-    cannot carry becomes an ``invalid_input`` record with a clear error (the governor
-    rejects it as ``malformed``), so every line gets exactly one decision.
-    """
-    obj: Any = None
-    size = len(raw) if size is None else size
-    try:
-        if size > limits.max_line:
-            raise InputError(f"the line has {size} bytes; at most {limits.max_line}")
-        obj = loads(raw, limits)
-        if isinstance(obj, dict) and agent and "agent" not in obj:
-            obj["agent"] = agent
-        try:
-            return encode_command(parse_command(obj, graph))
-        except (TypeError, ValueError, OverflowError) as exc:  # what the wire cannot carry
-            raise InputError(f"cannot encode the command: {exc}") from None
-    except ClaimgraphError as exc:
-        error = str(exc)
-    return encode_command(
-        cast(
-            Command,
-            {
-                "type": "invalid_input",
-                "command_id": _id_of(obj),
-                "graph": graph,
-                "agent": text(agent or "", LIMITS["id"]),
-                "task": "",
-                "raw": raw[: LIMITS["raw"]],
-                "error": text(f"line {lineno}: {error}"),
-            },
-        )
-    )
