@@ -30,7 +30,13 @@ CURRENT = 2
 # What each revision changed, for `claimgraph rules show` and the docs.
 CHANGES: dict[int, tuple[str, ...]] = {
     1: ("the rules before revisions were recorded",),
-    2: ("decisions carry the command's SHA-256 and the hash chain before them (tamper-evident)",),
+    2: (
+        "decisions carry the command's SHA-256 and the hash chain before them (tamper-evident)",
+        "Kafka: a command of a graph not placed on the partition its record is in is rejected "
+        "(misrouted); records without a key, or whose key is not a graph name, too",
+        "a decision whose record would exceed LIMITS['decision_bytes'] is replaced by a "
+        "rejection (too_large) that keeps the envelope and the chain, with no effect",
+    ),
 }
 
 
