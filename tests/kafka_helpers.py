@@ -7,17 +7,21 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from claimgraph.logs.kafka import KafkaConfig, init_topics
+from claimgraph.logs.kafka import KafkaConfig
+from claimgraph.logs.kafka_layout import init_topics, place_graph
 from claimgraph.streams.kafka import KafkaGovernor
 from tests.conftest import ROOT
 
 
-def fresh_config(bootstrap: str, partitions: int = 2, replication: int = 1) -> KafkaConfig:
-    """A KafkaConfig with a new topic prefix, topics created."""
+def fresh_config(
+    bootstrap: str, partitions: int = 2, replication: int = 1, graphs: Sequence[str] = ("test",)
+) -> KafkaConfig:
+    """A KafkaConfig with a new topic prefix, topics created and ``graphs`` placed (each
+    graph's first command is its ``place`` record)."""
     cfg = KafkaConfig(
         bootstrap,
         prefix=f"t{uuid.uuid4().hex[:10]}",
@@ -25,6 +29,8 @@ def fresh_config(bootstrap: str, partitions: int = 2, replication: int = 1) -> K
         replication=replication,
     )
     init_topics(cfg)
+    for graph in graphs:
+        place_graph(cfg, graph)
     return cfg
 
 
