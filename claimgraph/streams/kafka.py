@@ -614,8 +614,8 @@ def verify_partition(
     prev_offset: int | None = None
     for i, (graph, (cmd, _), (dec, _)) in enumerate(zip(graphs, decided, decisions, strict=True)):
         if prev_offset is not None and dec.offset != prev_offset + 1:
-            for graph, off in pending:  # a new transaction: the previous one had committed
-                offs = states[graph].offsets
+            for done, off in pending:  # a new transaction: the previous one had committed
+                offs = states[done].offsets
                 assert offs is not None
                 offs.append(off)
             pending = []
