@@ -17,19 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from claimgraph.core.model import LIMITS, Decision
-from claimgraph.core.wire import decode_decision, encode_command
+from claimgraph.core.wire import encode_command
 from claimgraph.logs.kafka import KafkaConfig
 from claimgraph.logs.kafka_layout import COMMAND_RECORD_BYTES, place_graph
 from claimgraph.service.audit import compare_with_reprojection
 from claimgraph.service.kafka_graph import KafkaGraph
 from claimgraph.streams.kafka import graph_of, verify_partition
 from claimgraph.streams.kafka_projector import KafkaProjector
-from tests.kafka_helpers import fresh_config, governor_thread
+from tests.kafka_helpers import Decisions, fresh_config, governor_thread
 
 DATA = Path(__file__).parent / "data" / "kafka_hostile_records.json"
 CASES: list[dict[str, Any]] = json.loads(DATA.read_text(encoding="utf-8"))["cases"]
@@ -121,41 +121,6 @@ def produce(
     producer.flush(60)
     assert len(result) == 1, "the producer got no answer for its record"
     return result[0]
-
-
-class Decisions:
-    """A read_committed reader of one decisions partition: input offset → (key, decision)."""
-
-    def __init__(self, cfg: KafkaConfig, partition: int) -> None:
-        self.consumer = Consumer(
-            cfg.client(
-                **{
-                    "group.id": "hostile-reader",
-                    "isolation.level": "read_committed",
-                    "enable.auto.commit": False,
-                }
-            )
-        )
-        self.consumer.assign([TopicPartition(cfg.decisions_topic, partition, 0)])
-        self.by_input: dict[int, list[tuple[bytes | None, Decision, int]]] = {}
-
-    def until(self, offsets: set[int], seconds: float = 60.0) -> None:
-        """Read until every input offset has a decision (fails naming those that do not: a
-        stalled partition)."""
-        waited = 0.0
-        while not offsets <= self.by_input.keys():
-            msgs = self.consumer.consume(num_messages=1000, timeout=0.5)
-            waited = 0.0 if msgs else waited + 0.5
-            assert waited < seconds, f"no decision for {sorted(offsets - self.by_input.keys())}"
-            for m in msgs:
-                assert m.error() is None, m.error()
-                d = decode_decision(m.value() or b"")
-                self.by_input.setdefault(d["input_offset"], []).append(
-                    (m.key(), d, int(m.offset() or 0))
-                )
-
-    def close(self) -> None:
-        self.consumer.close()
 
 
 # -- the named cases ---------------------------------------------------------------------------
