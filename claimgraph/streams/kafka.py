@@ -19,6 +19,13 @@ Versions are Kafka offsets, which have gaps; the governor folds decisions by seq
 and keeps, per graph, the offsets of its *committed* decisions (``GraphState.offsets``) to
 translate a claim's ``based_on_version``. A transaction's decisions are contiguous in the
 partition, so replay can rebuild exactly what the live governor knew.
+
+Every record gets a decision, whatever its bytes: its key names its graph (:func:`graph_of`;
+a key that is no graph name goes to a bucket that is never placed), ``decide`` is told the
+partition (a graph not placed on it is rejected under rules revision 2) and bounds the
+decision's size. Nothing is retried forever: a revision-1 decision the decisions topic cannot
+take, or a record the topic refuses for its size, stops the governor with a
+:class:`ConfigError` that says what to do, after the decisions before it are committed.
 """
 
 from __future__ import annotations

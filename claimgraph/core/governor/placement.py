@@ -115,13 +115,18 @@ def fitting(d: Decision, data_len: int) -> Decision:
 
 
 def _bound(d: Decision, data_len: int) -> int:
-    """An upper bound of the encoded size of ``d`` (UTF-8 takes at most 4 bytes a character;
-    ids in lists are checked ids, at most 259 characters)."""
+    """An upper bound of the encoded size of ``d``.
+
+    What a decision copies from its command (envelope, claim, schema, grant, key) is at most
+    four times the command's bytes; what it takes from the state are checked ids (at most
+    259 characters, 4 bytes each in UTF-8): a target, a conflict, a key id and the lists; a
+    merge's outcome is a polarity and an object (at most 520 characters).
+    """
     n = 4 * data_len + 4 * (len(d["detail"]) + len(d["graph"])) + 4096
     lists = (d["conflicts_with"], d["supersedes"], d["withheld"], d["released"], d["dismissed"])
     n += 1050 * sum(len(ids) for ids in lists)
     if d["merge"] is not None:
-        n += 1100 + 3200 * len(d["merge"]["contributions"])
+        n += 3200 + 4200 * len(d["merge"]["contributions"])
     for s in d["signals"]:
         n += 1050 * (len(s["claims"]) + 1) + 4 * len(s["detail"])
     for x in d["exits"]:
