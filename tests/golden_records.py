@@ -91,6 +91,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "run_id": "run-7",
         "conflict_id": "cf:cmd-9",
         "count": 3,
+        "pinned_version": 40,
     },
     "escalate": {
         "type": "escalate",

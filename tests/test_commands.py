@@ -109,7 +109,8 @@ def test_every_client_command_round_trips_through_json_lines(tmp_path: Path) -> 
         _line("deny", agent="tracer", edge_type="depends_on", subject="service:a",
               object="service:b", command_id="c-d"),
         _line("escalate", agent="reviewer", conflict_id="cf:c-d", reason="a person decides"),
-        _line("read_blocked", agent="inventory", conflict_id="cf:c-d", run_id="run-1"),
+        _line("read_blocked", agent="inventory", conflict_id="cf:c-d", run_id="run-1",
+              pinned_version=2),
         _line("resolve", agent="reviewer", conflict_id="cf:c-d", winner="c-a"),
         _line("grant", agent="admin", grantee_agent="intern", edge_type="owns", command_id="g1"),
         _line("revoke", agent="admin", grant_id="g1"),
@@ -145,7 +146,7 @@ def test_every_client_command_round_trips_through_json_lines(tmp_path: Path) -> 
         ("upgrade_rules", "rejected", "invalid_field"),  # a new graph is at the newest already
         ("invalid_input", "rejected", "malformed"),  # tick: written by the ticker only
         ("register_key", "accepted", "key_registered"),
-        ("revoke_key", "rejected", "unsigned"),  # carried and decided; the graph now signs
+        ("revoke_key", "accepted", "key_revoked"),
     ]
     assert "ticker" in out[-3]["detail"]
     types = {spec.type for spec in CLIENT_COMMANDS}

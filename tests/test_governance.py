@@ -501,34 +501,55 @@ def test_no_quarantine_survives_its_deadline(refunds: Graph, clock: Clock) -> No
     assert closed and all(c["outcome"] == "fallback" for c in closed)
 
 
-def test_blocked_read_threshold_counts_distinct_reads_per_run(refunds: Graph) -> None:
+def test_a_blocked_read_counts_once_per_reader_run_and_conflict(refunds: Graph) -> None:
+    """A run's blocked reads count once for its reader; replays, invented runs, runs pinned
+    before the conflict opened and reports outside a run change nothing (issue 11.3)."""
     _refund(refunds, "R-1", "REJECT", "risk-control-agent", 0.8)
+    before = refunds.head()
     a = _refund(refunds, "R-1", "HOLD", "experience-agent", 0.8)
-    conflict = a.decision["conflict_id"]
-    refunds.blocked_run = "run-1"
-    for _ in range(3):  # the same read three times in one run counts once
-        refunds.slot("refund_decision", "refund:R-1")
-    refunds.edge("refund_decision", "refund:R-1", "verdict:REJECT")
-    assert refunds.blocked_reads() == {("run-1", conflict): 2}
-    [r] = refunds.flush_blocked(run="run-1")
-    assert (r.kind, r.decision["count"], r.decision["run_id"]) == ("accepted", 2, "run-1")
-    assert r.decision["exits"] == []
-    assert refunds.conflict(conflict or "")["blocked_reads"] == 2  # type: ignore[index]
-    refunds.blocked_run = "run-2"  # a second run blocked: escalate_after_runs is 2
-    refunds.slot("refund_decision", "refund:R-1")
-    [r] = refunds.flush_blocked()
-    [x] = r.decision["exits"]
-    assert (x["trigger"], x["action"]) == ("runs", "escalate")
+    conflict = a.decision["conflict_id"] or ""
+    with refunds.run(agent="risk-control-agent") as run:
+        for _ in range(3):  # the same read three times, and another: one run, counted once
+            run.slot("refund_decision", "refund:R-1")
+        run.edge("refund_decision", "refund:R-1", "verdict:REJECT")
+    row = refunds.conflict(conflict)
+    assert row is not None and (row["blocked_reads"], row["blocked_runs"]) == (1, [run.run_id])
+    hostile = {
+        "already_counted": dict(run_id=run.run_id, pinned_version=run.version, count=1_000_000),
+        "invalid_field": dict(run_id=None, pinned_version=run.version),
+        "invalid_field ": dict(run_id="invented", pinned_version=-1),
+        "invalid_field  ": dict(run_id="invented", pinned_version=10**9),
+        "not_blocked": dict(run_id="early", pinned_version=before),
+    }
+    for want, kw in hostile.items():
+        r = refunds.read_blocked(conflict, agent="risk-control-agent", **kw)  # type: ignore[arg-type]
+        assert (r.kind, r.reason) == ("rejected", want.strip()), r.decision
+    row = refunds.conflict(conflict)
+    assert row is not None and row["blocked_reads"] == 1 and not row["escalated_at"]
+    with refunds.run(agent="fraud-agent") as second:  # a second run: escalate_after_runs is 2
+        second.slot("refund_decision", "refund:R-1")
+    row = refunds.conflict(conflict)
+    assert row is not None and row["escalated_at"] is not None
+    assert [p["conflict_id"] for p in refunds.escalations()] == [conflict]
+    verify(refunds)
 
 
 def test_blocked_read_threshold_exits(refunds: Graph) -> None:
+    """max_blocked_reads counts distinct (reader, run) pairs; at the threshold the conflict
+    falls back to the domain's value."""
     _refund(refunds, "R-1", "REJECT", "risk-control-agent", 0.8)
     a = _refund(refunds, "R-1", "HOLD", "experience-agent", 0.8)
-    r = refunds.read_blocked(a.decision["conflict_id"] or "", 5)
+    conflict = a.decision["conflict_id"] or ""
+    pinned = refunds.head()
+    readers = [f"reader-{i}" for i in range(5)]
+    for reader in readers[:4]:
+        r = refunds.read_blocked(conflict, 99, agent=reader, run_id="shared", pinned_version=pinned)
+        assert (r.kind, r.decision["count"], r.decision["exits"]) == ("accepted", 1, [])
+    r = refunds.read_blocked(conflict, agent=readers[4], run_id="shared", pinned_version=pinned)
     [x] = r.decision["exits"]
     assert (x["trigger"], x["action"]) == ("blocked_reads", "fallback")
     assert refunds.slot("refund_decision", "refund:R-1").nodes == (("verdict", "REJECT"),)
-    late = refunds.read_blocked(a.decision["conflict_id"] or "", 1)
+    late = refunds.read_blocked(conflict, agent="reader-9", run_id="x", pinned_version=pinned)
     assert (late.kind, late.reason) == ("rejected", "conflict_closed")
 
 
@@ -603,6 +624,6 @@ def test_runs_in_threads_keep_their_blocked_reads_apart(refunds: Graph) -> None:
         t.join(30)
     assert noted["run-a"] == {("run-a", conflict): 3, ("run-b", conflict): 1}
     assert refunds.blocked_run is None  # this thread attributes its reads to no run
-    [r] = refunds.flush_blocked(run="run-b")
+    [r] = refunds.flush_blocked(run="run-b", pinned=refunds.head())
     assert (r.decision["run_id"], r.decision["count"]) == ("run-b", 1)
     assert refunds.blocked_reads() == {("run-a", conflict): 3}

@@ -107,7 +107,8 @@ def test_every_client_command_round_trips(port: AsAgent) -> None:
         rev.escalate(conflict, agent="reviewer", reason="needs a person"), "accepted", "escalated"
     )
     seen["read_blocked"] = _ok(
-        inv.read_blocked(conflict, 1, agent="inventory", run_id="run-1"), "accepted"
+        inv.read_blocked(conflict, 1, agent="inventory", run_id="run-1", pinned_version=d.version),
+        "accepted",
     )
     seen["resolve"] = _ok(
         rev.resolve(conflict, agent="reviewer", winner=a.command_id, rationale="traced"),
@@ -122,8 +123,7 @@ def test_every_client_command_round_trips(port: AsAgent) -> None:
     seen["register_key"] = _ok(
         admin.register_key("k1", "inventory", key.public_bytes, agent="admin"), "accepted"
     )
-    # the graph now requires signatures: an unsigned revoke_key is decided, and refused
-    seen["revoke_key"] = _ok(admin.revoke_key("k1", agent="admin"), "rejected", "unsigned")
+    seen["revoke_key"] = _ok(admin.revoke_key("k1", agent="admin"), "accepted", "key_revoked")
     names = {n for spec in CLIENT_COMMANDS for n in spec.client_names}
     assert set(seen) == names  # every client command of the catalogue was sent
     by_name = {n: spec.type for spec in CLIENT_COMMANDS for n in spec.client_names}

@@ -99,13 +99,14 @@ def evolved() -> Iterator[Registry]:
 
 
 def test_production_records_are_the_catalogue_at_v1() -> None:
-    """Every record the wire knows has exactly the packaged versions: v1, decision also v2
-    (rules revisions) and v3 (the ``place`` command type)."""
+    """Every record the wire knows has its packaged versions: v1; decision v2 (rules
+    revisions) and v3 (the ``place`` command type); read_blocked v2 (pinned_version)."""
     reg = load()
     assert set(reg.records()) == {*COMMANDS, "decision", "run_event"}
     assert {(sv.record, sv.version) for sv in reg.all() if sv.version != 1} == {
         ("decision", 2),
         ("decision", 3),
+        ("read_blocked", 2),
     }
     assert len(fingerprint_table()) == len(reg.all())
 

@@ -193,7 +193,8 @@ def test_a_claim_in_a_run_is_based_on_its_pinned_version(sdk: Sdk) -> None:
 
 
 def test_a_run_reports_its_blocked_reads_at_its_end(sdk: Sdk) -> None:
-    """Reads in a run that hit quarantine are reported once, with the run's id, at its end."""
+    """Reads in a run that hit quarantine are reported once, with the run's id and pinned
+    version, at its end; the run counts once for the conflict however many reads hit it."""
     as_agent, g = sdk
     inv, tracer = as_agent("inventory"), as_agent("tracer")
     inv.assert_("depends_on", "service:a", "service:b", agent="inventory")
@@ -208,11 +209,11 @@ def test_a_run_reports_its_blocked_reads_at_its_end(sdk: Sdk) -> None:
     assert (d["command_type"], d["run_id"], d["count"], d["target"]) == (
         "read_blocked",
         run.run_id,
-        2,
+        1,
         q.decision["conflict_id"],
     )
     (c,) = g.quarantine()
-    assert c["blocked_reads"] == 2 and c["blocked_runs"] == [run.run_id]
+    assert c["blocked_reads"] == 1 and c["blocked_runs"] == [run.run_id]
 
 
 def test_fail_closed_fallback_reaches_both_transports(sdk: Sdk) -> None:

@@ -1,8 +1,9 @@
 """Signed commands for direct log producers: verified by the governor, deterministically.
 
-Keys are registered through admin commands in the log. Once a graph has an active key every
-command must be signed: unsigned, mis-signed, unknown-key, wrong-agent and replayed commands
-are each rejected with their reason and change nothing; verify re-decides it all byte for byte.
+Keys are registered through admin commands in the log; the schema declares whether every
+command must be signed (``principals.signatures: required``). Then unsigned, mis-signed,
+unknown-key, wrong-agent and replayed commands are each rejected with their reason and change
+nothing; verify re-decides it all byte for byte.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from claimgraph.service.audit import verify
 from claimgraph.service.graph import Graph
 from claimgraph.service.inputs import now_millis
 from claimgraph.service.signers import Signer
+from tests.conftest import SCHEMA
 from tests.http_fixtures import TOKENS, token_file
 
 
@@ -43,14 +45,18 @@ def _claim(cid: str, agent: str = "inventory", obj: str = "d") -> Command:
     }
 
 
+SIGNED = SCHEMA.replace("  admins: [admin]\n", "  admins: [admin]\n  signatures: required\n")
+
+
 def _signed_graph(graph: Graph) -> tuple[Signer, Signer]:
-    """Register an admin key and an inventory key; the graph then requires signatures."""
+    """Register an admin key and an inventory key, then a schema that requires signatures."""
     admin, inv = Signer.generate("admin-1"), Signer.generate("inv-1")
     r = graph.register_key("admin-1", "admin", admin.public_bytes, agent="admin")
     assert (r.kind, r.reason) == ("accepted", "key_registered")
     graph.signer = admin
     r = graph.register_key("inv-1", "inventory", inv.public_bytes, agent="admin")
     assert (r.kind, r.reason, r.decision["signed_by"]) == ("accepted", "key_registered", "admin-1")
+    assert graph.publish_schema(SIGNED, agent="admin").reason == "schema_published"
     graph.signer = None
     return admin, inv
 
@@ -102,15 +108,35 @@ def test_every_forgery_is_rejected_recorded_and_changes_nothing(graph: Graph) ->
     assert rep.decisions == graph.head() + 1
 
 
-def test_revoking_the_last_key_makes_signatures_optional_again(graph: Graph) -> None:
-    """Signatures are required while a key is active, not forever."""
+def test_revoking_the_last_key_does_not_turn_signing_off(graph: Graph) -> None:
+    """The schema says signatures are required: with no key left, commands are refused until
+    an admin registers a key, and only a signed schema revision turns the requirement off."""
     admin = Signer.generate("admin-1")
     graph.register_key("admin-1", "admin", admin.public_bytes, agent="admin")
+    assert graph.tick().reason == "tick"  # a key alone requires nothing
+    graph.signer = admin
+    assert graph.publish_schema(SIGNED, agent="admin").kind == "accepted"
+    graph.signer = None
     assert graph.tick().reason == "unsigned"
     graph.signer = admin
     assert graph.revoke_key("admin-1", agent="admin").reason == "key_revoked"
     graph.signer = None
+    r = graph.grant("intern", "*", agent="admin")  # the hole this closes: an unsigned grant
+    assert r.reason == "unsigned" and "no signing key is active" in r.decision["detail"]
+    assert graph.tick().reason == "unsigned"
+    again = Signer.generate("admin-2")
+    assert graph.register_key("admin-2", "admin", again.public_bytes, agent="inventory").reason == (
+        "not_admin"
+    )
+    assert graph.register_key("admin-2", "admin", again.public_bytes, agent="admin").kind == (
+        "accepted"
+    )
+    assert graph.publish_schema(SCHEMA, agent="admin").reason == "unsigned"
+    graph.signer = again
+    assert graph.publish_schema(SCHEMA, agent="admin").kind == "accepted"  # signed: optional
+    graph.signer = None
     assert graph.tick().reason == "tick"
+    verify(graph)
 
 
 def test_key_administration_needs_an_admin_and_a_valid_key(graph: Graph) -> None:

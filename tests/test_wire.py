@@ -118,6 +118,13 @@ def test_a_decision_v2_wrote_reads_as_the_current_version() -> None:
     assert same_decision(old, DECISION)  # type: ignore[arg-type]
 
 
+def test_a_read_blocked_revision_1_wrote_reads_with_no_pinned_version() -> None:
+    """The pinned v1 read_blocked bytes read back with pinned_version -1 (not given)."""
+    old = bytes.fromhex(GOLDEN["commands_v1"]["read_blocked"])
+    assert old[2:10].hex() == GOLDEN["fingerprints_v1"]["read_blocked"]
+    assert decode_command(old) == {**COMMANDS["read_blocked"], "pinned_version": -1}
+
+
 def test_run_event_golden_bytes() -> None:
     """A fixed run-trace event encodes to the pinned bytes and decodes back."""
     data = encode_run_event(RUN_EVENT)

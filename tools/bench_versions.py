@@ -62,7 +62,7 @@ def child(phase: str, a: dict[str, Any]) -> dict[str, Any]:
     if phase == "ingest":
         from workload import read_frames
 
-        from claimgraph.projections.checkpoints import checkpoint_graph
+        from claimgraph.projections.checkpoints import STATE_FILE, checkpoint_graph
 
         g = open_graph(path, create=True, graph="bench")
         out: dict[str, Any] = {}
@@ -76,7 +76,7 @@ def child(phase: str, a: dict[str, Any]) -> dict[str, Any]:
                     out["checkpoint_s"] = time.perf_counter() - c0
                     out["checkpoint_version"] = info.version
                     out["checkpoint_bytes"] = info.bytes
-                    out["state_pickle_bytes"] = (info.path / "state.pickle").stat().st_size
+                    out["state_bytes"] = (info.path / STATE_FILE).stat().st_size
                 want = min(10_000, a["commands"] - done)
                 if done < a["checkpoint_at"]:
                     want = min(want, a["checkpoint_at"] - done)
@@ -93,19 +93,13 @@ def child(phase: str, a: dict[str, Any]) -> dict[str, Any]:
         out["projection_bytes"] = du(path / "projection")
         return out
     if phase == "restart":
-        import hashlib
-        import pickle
+        from claimgraph.core.snapshot import state_digest
 
         t0 = time.perf_counter()
         g = open_graph(path)
         rt = g.runtime
         secs = time.perf_counter() - t0
-        st = rt.state
-        digest = hashlib.sha256(
-            pickle.dumps(
-                (st.head, st.decisions, sorted((k, v.status) for k, v in st.claims.items()))
-            )
-        ).hexdigest()
+        digest = state_digest(rt.state)
         g.close()
         return {"seconds": secs, "resumed_from": rt.resumed_from, "state_digest": digest}
     if phase == "gc":
@@ -314,8 +308,8 @@ def report(r: dict[str, Any]) -> str:
         f"Restart from the checkpoint took **{ck['seconds'] / full['seconds']:.1%}** of a full "
         f"replay ({full['seconds'] / ck['seconds']:.1f}x faster); both states have the same "
         f"digest. Creating the checkpoint took {ing['checkpoint_s']:.1f} s "
-        f"({ing['checkpoint_bytes'] / mb:,.0f} MB, of which the pickled state "
-        f"{ing['state_pickle_bytes'] / mb:,.0f} MB; the RocksDB part is hard links).",
+        f"({ing['checkpoint_bytes'] / mb:,.0f} MB, of which the encoded state "
+        f"{ing['state_bytes'] / mb:,.0f} MB; the RocksDB part is hard links).",
         "",
         "### GC: throughput and projection size on disk",
         "",

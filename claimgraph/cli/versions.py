@@ -1,4 +1,5 @@
-"""CLI commands for versions over time: ``gc``, ``pin``, ``checkpoint``, ``replica``, ``erase``.
+"""CLI commands for versions over time: ``gc``, ``pin``, ``checkpoint``, ``replica``, ``erase``,
+``rebuild``.
 
 Each works on the embedded graph in ``--data``, or — with ``--bootstrap`` — on the Kafka
 projector directory in ``--data`` (gc and restore need that projector stopped: RocksDB allows
@@ -302,9 +303,49 @@ def erase(
         raise typer.Exit(1)
 
 
+# -- rebuild ----------------------------------------------------------------------------------
+
+
+def rebuild(
+    salvage_log: Annotated[
+        bool,
+        typer.Option(
+            "--salvage-log",
+            help="Open a log whose write-ahead log is damaged, keeping the records before the "
+            "damage (the decisions after it are LOST).",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Re-project the projection from the decisions log: the remedy for a damaged projection
+    or one that leads its log. The graph must not be running; the old projection is replaced
+    only once the new one is complete."""
+    if CTX.bootstrap:
+        raise ConfigError(
+            "rebuild is for the embedded runtime (Kafka: move the projector's projection "
+            "away and restart the projector; it re-projects the decisions topic)"
+        )
+    from claimgraph.service.repair import rebuild as run_rebuild
+
+    with progress("rebuild") as cb:
+        rep = run_rebuild(_data(), salvage_log=salvage_log, progress=cb)
+    if as_json:
+        emit(rep.as_dict())
+        return
+    was = f" (it was at v{rep.previous})" if rep.previous is not None else ""
+    say(f"rebuilt the projection from the decisions log: v0..v{rep.head}{was}")
+    if rep.previous is not None and rep.previous > rep.head:
+        say(f"versions v{rep.head + 1}..v{rep.previous} are not in the decisions log: gone")
+    if rep.pending:
+        say(f"{rep.pending} commands in the log have no decision: the next open decides them")
+    if rep.checkpoints_ahead:
+        say("checkpoints past the log's end (never used): " + ", ".join(rep.checkpoints_ahead))
+
+
 def register(app: typer.Typer) -> None:
     app.command("gc")(gc)
     app.add_typer(pin_app, name="pin")
     app.add_typer(checkpoint_app, name="checkpoint")
     app.add_typer(replica_app, name="replica")
     app.command("erase")(erase)
+    app.command("rebuild")(rebuild)

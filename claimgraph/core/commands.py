@@ -123,7 +123,7 @@ _SPECS = (
     CommandSpec(
         "read_blocked",
         "Report reads of a run that hit a quarantined slot (its exit conditions count them).",
-        ("run_id", "conflict_id", "count"),
+        ("run_id", "conflict_id", "count", "pinned_version"),
         Sender.READER,
     ),
     CommandSpec(

@@ -28,6 +28,11 @@ STATUS_NAMES = {
 }
 
 
+def reader_key(agent: str, run: str) -> str:
+    """Who a counted blocked read came from: the authenticated reader and its run."""
+    return f"{agent}{SEP}{run}"
+
+
 def edge_key(edge_type: str, s_type: str, s_id: str, o_type: str, o_id: str) -> str:
     """The key of an edge: ``type␟stype␟sid␟otype␟oid``."""
     return SEP.join((edge_type, s_type, s_id, o_type, o_id))
@@ -121,6 +126,7 @@ class ConflictState:
     blocked_runs: list[str] = field(default_factory=list)  # runs it blocked (reported at end)
     escalated_at: int | None = None  # version at which it was escalated to a human
     escalation: str = ""  # why: "deadline: ...", "blocked_reads: ...", "resolver: ..."
+    readers: set[str] = field(default_factory=set)  # "agent␟run" counted (rules revision 2)
 
     @property
     def open(self) -> bool:

@@ -181,6 +181,9 @@ class Reason(StrEnum):
     ERASED = "erased"
     # governor rules revisions
     RULES_UPGRADED = "rules_upgraded"
+    CONFLICT_SETTLED = "conflict_settled"  # the claims left in a conflict all agree: released
+    NOT_BLOCKED = "not_blocked"  # a run pinned before the conflict opened never read it
+    ALREADY_COUNTED = "already_counted"  # this reader's run was counted for the conflict
     # the Kafka runtime (issue #11): placement of graphs on partitions, decisions that fit
     PLACED = "placed"  # a place record: the graph lives on this partition from here on
     MISROUTED = "misrouted"  # rules >= 2: the graph is not placed on this partition
@@ -300,6 +303,7 @@ class ReadBlockedCommand(_Envelope):
     run_id: str | None
     conflict_id: str
     count: int
+    pinned_version: NotRequired[int]  # the reporting run's pinned version (-1: not given)
 
 
 class InvalidInputCommand(_Envelope):

@@ -51,6 +51,7 @@ from claimgraph.core.entities import (
     edge_key,
     edge_parts,
     fold_key,
+    reader_key,
     requires_signatures,
     shared_float,
     slot_keys,
@@ -326,6 +327,8 @@ class GraphState:
             run = d["run_id"]
             if run is not None and run not in conflict.blocked_runs:
                 conflict.blocked_runs.append(run)
+            if run is not None and d["rules"] >= 2:
+                conflict.readers.add(reader_key(d["agent"], run))
             if d["target"] not in ch.conflicts:
                 ch.conflicts.append(d["target"])
         self._mark_changed(before, version, ch)
@@ -485,6 +488,8 @@ class GraphState:
         conflict.outcome = {"resolve": "resolved", "retract": "released"}.get(
             d["command_type"], "fallback" if d["exits"] else "emptied"
         )
+        if d["reason"] == "conflict_settled":
+            conflict.outcome = "settled"  # its claims came to agree (rules revision 2)
         for s in conflict.slots:
             if self.slot_conflict.get(s) == conflict_id:
                 del self.slot_conflict[s]

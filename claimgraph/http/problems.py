@@ -20,9 +20,11 @@ from claimgraph.errors import (
     ClaimgraphError,
     ConfigError,
     DecodeError,
+    DiskFullError,
     FencedError,
     InputError,
     IntegrityError,
+    LimitError,
     NotFoundError,
     ResolverError,
     SchemaError,
@@ -55,7 +57,11 @@ HTTP_REASONS = (
     "version_unavailable",
     "unavailable",
     "fenced",
+    "insufficient_storage",
+    "integrity",
     "internal",
+    "too_large",
+    "too_many",
 )
 
 _STATUS: dict[str, int] = {
@@ -102,9 +108,13 @@ _STATUS: dict[str, int] = {
         409,
     ),
     "version_pruned": 410,
+    "too_large": 413,
+    "too_many": 429,
     "internal": 500,
+    "integrity": 500,
     "not_implemented": 501,
     **dict.fromkeys(("unavailable", "fenced"), 503),
+    "insufficient_storage": 507,
 }
 
 
@@ -116,12 +126,14 @@ _ERROR_REASONS: dict[type[ClaimgraphError], str] = {
     ConfigError: Reason.INVALID_FIELD,
     SchemaError: Reason.INVALID_SCHEMA,
     InputError: Reason.INVALID_FIELD,
+    LimitError: "too_large",
     VersionError: "version_unavailable",
     VersionNotYetAvailable: Reason.FUTURE_VERSION,
     VersionPruned: "version_pruned",
     UnknownSlotError: "unknown_slot",
-    IntegrityError: "internal",
+    IntegrityError: "integrity",
     StorageError: "unavailable",
+    DiskFullError: "insufficient_storage",
     NotFoundError: "not_found",
     AuthError: Reason.UNAUTHORIZED,
     FencedError: "fenced",
@@ -135,7 +147,14 @@ def status_for(reason: str) -> int:
     return _STATUS.get(reason, 422)
 
 
-def problem(reason: str, detail: str, *, status: int | None = None, **extra: Any) -> JSONResponse:
+def problem(
+    reason: str,
+    detail: str,
+    *,
+    status: int | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
     """A problem+json response for ``reason``."""
     code = status or status_for(reason)
     body = {
@@ -146,21 +165,25 @@ def problem(reason: str, detail: str, *, status: int | None = None, **extra: Any
         "detail": detail,
         **extra,
     }
-    headers = {"WWW-Authenticate": "Bearer"} if code == 401 else None
+    headers = dict(headers or {})
+    if code == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    if code == 429:
+        headers.setdefault("Retry-After", "1")
     return JSONResponse(body, status_code=code, media_type=PROBLEM, headers=headers)
 
 
 def error_reason(exc: ClaimgraphError) -> str:
     """The reason code an error answers with: its family's, or the member's that narrows it."""
-    if isinstance(exc, AuthError | DecodeError):
+    if isinstance(exc, AuthError | DecodeError | LimitError):
         return exc.reason  # recorded with its own reason code (not_admin, malformed, ...)
     return next(_ERROR_REASONS[c] for c in type(exc).__mro__ if c in _ERROR_REASONS)
 
 
 def error_status(exc: ClaimgraphError) -> int:
     """The HTTP status of one of our errors (the family's, as README.md's table lists it)."""
-    if isinstance(exc, AuthError):
-        return exc.status  # 401 without a known identity, 403 with one
+    if isinstance(exc, AuthError | LimitError):
+        return exc.status  # 401 without a known identity, 403 with one; 413 or 429
     return status_for(next(_ERROR_REASONS[c] for c in type(exc).__mro__ if c in _ERROR_REASONS))
 
 
@@ -177,6 +200,14 @@ def error_problem(exc: ClaimgraphError) -> JSONResponse:
         detail = exc.report()
     elif isinstance(exc, AuthError | DecodeError):
         detail = exc.detail
+    elif isinstance(exc, LimitError):
+        detail = exc.detail
+        extra["limit"] = exc.limit
     else:
         detail = str(exc)
-    return problem(error_reason(exc), detail, status=error_status(exc), **extra)
+    if isinstance(exc, IntegrityError):  # stored data is damaged: never a silently wrong answer
+        extra["version"] = exc.version
+    headers = None
+    if isinstance(exc, StorageError):  # a full disk or a store away: writes resume by themselves
+        headers = {"Retry-After": "10"}
+    return problem(error_reason(exc), detail, status=error_status(exc), headers=headers, **extra)

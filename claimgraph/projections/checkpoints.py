@@ -3,33 +3,35 @@
 A checkpoint lives in ``DIR/checkpoints/v<version>/``::
 
     projection/        a RocksDB checkpoint of the projection (hard links where possible)
-    state.pickle       the folded GraphState at ``version`` (what governor and projector hold)
-    checkpoint.json    version, graph, runtime, horizon, sizes, and the SHA-256 of the
-                       decision record at ``version`` (ties the checkpoint to its log)
+    state.cgstate      the folded GraphState at ``version`` in its canonical, checksummed
+                       encoding (:mod:`claimgraph.core.snapshot`; loading never runs code)
+    checkpoint.json    version, graph, runtime, horizon, sizes, the SHA-256 of the state file
+                       and of the decision record at ``version`` (ties the checkpoint to its log)
 
 Restart: a projector (and the embedded governor, which shares its state) loads the newest
 checkpoint whose version is at or below the projection's applied offset and whose decision
 digest matches the log, then folds only the log's tail after it; without one it replays the
 whole decisions log. ``restore`` replaces a lost or damaged projection with a checkpoint's
-copy; the tail is then re-projected on the next start. A checkpoint is written to a temporary
-directory and renamed into place, so a crash leaves no half checkpoint.
+copy (checked block by block first); the tail is then re-projected on the next start. A
+checkpoint is written to a temporary directory and renamed into place, so a crash leaves no
+half checkpoint.
 
-``state.pickle`` is trusted local data, like the RocksDB files beside it: never load a
-checkpoint directory from an untrusted source. A state is only as good as the code that
-folded it, so every checkpoint records :func:`state_format`, the explicit version of the fold's
-state (``claimgraph.core.state.STATE_FORMAT``, bumped with any change to what the fold builds);
-checkpoints of another format are skipped and the log is replayed instead.
+A checkpoint is an optimisation, never a dependency: one that is damaged (its
+``checkpoint.json`` unreadable, its state's checksum wrong), of another state format (folded by
+other code, ``claimgraph.core.state.STATE_FORMAT``), of another log, or written by an older
+claimgraph (``state.pickle``, which is never loaded) is reported through ``on_skip`` and
+skipped: the next older one is tried, and without one the whole log is folded.
 """
 
 from __future__ import annotations
 
-import copyreg
+import errno
 import gc
 import hashlib
 import json
 import os
-import pickle
 import shutil
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -38,13 +40,24 @@ from typing import Any
 
 from rocksdict import Checkpoint
 
-from claimgraph.core.state import STATE_FORMAT, ClaimState, EdgeState, GraphState
-from claimgraph.errors import ConfigError, NotFoundError, StorageError
+from claimgraph.core.snapshot import decode_state, encode_state
+from claimgraph.core.state import STATE_FORMAT, GraphState
+from claimgraph.errors import (
+    ConfigError,
+    CorruptionError,
+    DecodeError,
+    DiskFullError,
+    NotFoundError,
+    StorageError,
+)
+from claimgraph.logs.rocks import Place, failure, named, open_rdict, valid
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.retention import horizon_of
 
 __all__ = [
+    "STATE_FILE",
     "CheckpointInfo",
+    "OnSkip",
     "checkpoint_graph",
     "create_checkpoint",
     "list_checkpoints",
@@ -59,7 +72,14 @@ __all__ = [
     "state_format",
 ]
 
-FORMAT = 1
+FORMAT = 2  # 2: the state is state.cgstate (canonical encoding), no longer a pickle
+STATE_FILE = "state.cgstate"
+_SNAPSHOT_SUFFIX = ".cgstates"
+_SNAPSHOT_MAGIC = b"CGSTATES"
+_U64 = struct.Struct(">Q")
+
+OnSkip = Callable[[Path, str], None]
+"""Told of each checkpoint skipped as unusable: (its path, why) — for the operator's log."""
 
 
 def state_format() -> str:
@@ -82,39 +102,12 @@ class CheckpointInfo:
     record_sha256: str
     bytes: int
     state_format: str = ""
+    state_sha256: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["path"] = str(self.path)
         return d
-
-
-def _rebuild(cls: Any, values: tuple[Any, ...]) -> Any:
-    """Unpickle a slotted fold object from the tuple of its slot values."""
-    obj = cls.__new__(cls)
-    for name, value in zip(cls.__slots__, values, strict=True):
-        setattr(obj, name, value)
-    return obj
-
-
-def _dump(obj: Any, path: Path) -> None:
-    """Pickle ``obj`` with the millions of slotted claim/edge states as plain tuples.
-
-    The default reduction of a slotted object builds a state dict per object on load; tuples
-    cut the peak memory of loading a 1M-claim state by about a fifth and load faster.
-    """
-    with open(path, "wb") as f:
-        p = pickle.Pickler(f, protocol=pickle.HIGHEST_PROTOCOL)
-        table = copyreg.dispatch_table.copy()
-        for cls in (ClaimState, EdgeState):
-            slots = cls.__slots__
-
-            def reduce(o: Any, cls: type = cls, slots: tuple[str, ...] = slots) -> Any:
-                return _rebuild, (cls, tuple(getattr(o, s) for s in slots))
-
-            table[cls] = reduce
-        p.dispatch_table = table
-        p.dump(obj)
 
 
 def _du(path: Path) -> int:
@@ -154,9 +147,11 @@ def create_checkpoint(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        store.db.flush()
-        Checkpoint(store.db).create_checkpoint(str(tmp / "projection"))
-        _dump(state, tmp / "state.pickle")
+        with named(store.place, "creating a checkpoint"):
+            store.db.flush()
+            Checkpoint(store.db).create_checkpoint(str(tmp / "projection"))
+        data = encode_state(state)
+        _write_synced(tmp / STATE_FILE, data)
         meta = {
             "format": FORMAT,
             "version": version,
@@ -167,10 +162,21 @@ def create_checkpoint(
             "decisions": state.decisions,
             "record_sha256": _sha(record),
             "state_format": state_format(),
+            "state_sha256": hashlib.sha256(data).hexdigest(),
         }
         meta["bytes"] = _du(tmp)
-        (tmp / "checkpoint.json").write_text(json.dumps(meta, indent=1) + "\n", "utf-8")
+        _write_synced(tmp / "checkpoint.json", (json.dumps(meta, indent=1) + "\n").encode())
         os.replace(tmp, final)
+    except OSError as exc:  # our own files: a full disk is said so, like RocksDB's
+        shutil.rmtree(tmp, ignore_errors=True)
+        why = failure(exc, store.place, f"writing checkpoint {final}")
+        if exc.errno == errno.ENOSPC:
+            raise DiskFullError(
+                f"no space left on the device of {root} (while writing checkpoint {name}); "
+                "nothing was written",
+                str(root),
+            ) from None
+        raise why from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -192,16 +198,32 @@ def _read(path: Path) -> CheckpointInfo:
             record_sha256=str(m["record_sha256"]),
             bytes=int(m["bytes"]),
             state_format=str(m.get("state_format", "")),
+            state_sha256=str(m.get("state_sha256", "")),
         )
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise StorageError(f"checkpoint {path} is unreadable: {exc}") from None
 
 
-def list_checkpoints(root: Path) -> list[CheckpointInfo]:
-    """Complete checkpoints under ``root``, oldest first."""
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def list_checkpoints(root: Path, on_skip: OnSkip | None = None) -> list[CheckpointInfo]:
+    """Complete checkpoints under ``root``, oldest first; unreadable ones go to ``on_skip``."""
     if not root.is_dir():
         return []
-    out = [_read(p) for p in sorted(root.iterdir()) if (p / "checkpoint.json").is_file()]
+    out = []
+    for p in sorted(root.iterdir()):
+        if not (p / "checkpoint.json").is_file():
+            continue
+        try:
+            out.append(_read(p))
+        except StorageError as exc:
+            if on_skip is not None:
+                on_skip(p, str(exc))
     return sorted(out, key=lambda c: c.version)
 
 
@@ -221,20 +243,32 @@ def prune_checkpoints(root: Path, keep: int) -> list[CheckpointInfo]:
 
 
 def load_state(info: CheckpointInfo) -> GraphState:
-    """The folded state saved with a checkpoint."""
+    """The folded state saved with a checkpoint (StorageError if it is missing or damaged)."""
+    path = info.path / STATE_FILE
+    if not path.is_file():
+        old = " (written by an older claimgraph as a pickle, which is never loaded)"
+        raise StorageError(
+            f"checkpoint {info.path} has no {STATE_FILE}"
+            + (old if (info.path / "state.pickle").exists() else "")
+        )
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise StorageError(f"checkpoint {info.path} has no usable state: {exc}") from None
+    if info.state_sha256 and hashlib.sha256(data).hexdigest() != info.state_sha256:
+        raise StorageError(f"checkpoint {path} does not match the SHA-256 in checkpoint.json")
     enabled = gc.isenabled()
     gc.disable()  # millions of small objects: the cyclic GC would rescan them over and over
     try:
-        with open(info.path / "state.pickle", "rb") as f:
-            state = pickle.load(f)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError) as exc:
-        raise StorageError(f"checkpoint {info.path} has no usable state: {exc}") from None
+        state = decode_state(data)
+    except DecodeError as exc:
+        raise StorageError(f"checkpoint {path} has no usable state: {exc}") from None
     finally:
         if enabled:
             gc.enable()
     gc.freeze()
-    if not isinstance(state, GraphState) or state.head != info.version:
-        raise StorageError(f"checkpoint {info.path} holds a state for another version")
+    if state.head != info.version or state.graph != info.graph:
+        raise StorageError(f"checkpoint {info.path} holds a state for another version or graph")
     return state
 
 
@@ -243,18 +277,31 @@ def resume(
     graph: str,
     applied: int,
     record_at: Callable[[int], bytes | None] | None,
+    on_skip: OnSkip | None = None,
 ) -> tuple[CheckpointInfo, GraphState] | None:
     """The newest usable checkpoint at or below ``applied`` and its state (None: replay all).
 
-    Usable means: same graph, and the decision record at its version (``record_at``) has the
-    digest the checkpoint recorded. A checkpoint that does not fit is skipped, not trusted.
+    Usable means: readable, same graph and state format, the decision record at its version
+    (``record_at``) has the digest the checkpoint recorded, and its state file is intact. Any
+    other is skipped (and reported to ``on_skip``), never trusted and never fatal.
     """
-    for info in reversed(list_checkpoints(root)):
-        if info.version > applied or info.graph != graph or info.state_format != state_format():
-            continue
-        if record_at is not None and _sha(record_at(info.version)) != info.record_sha256:
-            continue
-        return info, load_state(info)
+    for info in reversed(list_checkpoints(root, on_skip)):
+        if info.version > applied:
+            continue  # newer than the projection: usable later, or after a restore
+        why = None
+        if info.graph != graph:
+            why = f"it is a checkpoint of graph {info.graph!r}"
+        elif info.state_format != state_format():
+            why = f"its state format is {info.state_format!r}, not {state_format()!r}"
+        elif record_at is not None and _sha(record_at(info.version)) != info.record_sha256:
+            why = f"the decision at v{info.version} in the log is not the one it was taken at"
+        if why is None:
+            try:
+                return info, load_state(info)
+            except StorageError as exc:
+                why = str(exc)
+        if on_skip is not None:
+            on_skip(info.path, why)
     return None
 
 
@@ -282,10 +329,38 @@ def restore_checkpoint(info: CheckpointInfo, projection: Path) -> None:
     shutil.rmtree(staged, ignore_errors=True)
     shutil.rmtree(old, ignore_errors=True)
     shutil.copytree(info.path / "projection", staged)  # a copy: the checkpoint stays intact
+    try:
+        _check_copy(staged, info)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
     if projection.exists():
         os.replace(projection, old)
     os.replace(staged, projection)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _check_copy(path: Path, info: CheckpointInfo) -> None:
+    """Read every block of a staged copy (checksums verified): never restore damaged data."""
+    src = info.path / "projection"
+    remedy = (
+        f"Checkpoint {info.name} is damaged and was not restored (nothing changed): restore "
+        "another one (claimgraph checkpoint list), or rebuild the projection from the "
+        f"decisions log: `claimgraph --data {info.path.parent.parent} rebuild`."
+    )
+    try:
+        db = open_rdict(path, create=False, remedy=remedy)
+        try:
+            it = db.iter()
+            it.seek_to_first()
+            place = Place(str(src), remedy)
+            while valid(it, place, f"checking checkpoint {info.name} before restoring it"):
+                it.next()
+            del it
+        finally:
+            db.close()
+    except CorruptionError as exc:  # name the checkpoint's file, not the staged copy's
+        raise CorruptionError(str(exc).replace(str(path), str(src)), str(src)) from None
 
 
 def checkpoint_graph(graph: Any) -> CheckpointInfo:
@@ -333,47 +408,93 @@ def save_states(
 ) -> Path:
     """Snapshot a Kafka governor's per-graph states after the decision at ``offset``.
 
-    ``record`` is that decision's bytes (its digest ties the snapshot to the partition).
-    Written atomically; the ``keep`` newest snapshots of ``name`` are kept.
+    ``record`` is that decision's bytes (its digest ties the snapshot to the partition). The
+    file is ``CGSTATES`` ‖ u64 length ‖ a JSON header (format, offset, digest, graphs) followed
+    by each graph's canonical state (:mod:`claimgraph.core.snapshot`, each with its own
+    checksum) as u64 length ‖ bytes. Written atomically; the ``keep`` newest are kept.
     """
     root.mkdir(parents=True, exist_ok=True)
-    final = root / f"{name}-{offset:020d}.pickle"
+    final = root / f"{name}-{offset:020d}{_SNAPSHOT_SUFFIX}"
     tmp = root / f".{final.name}.tmp-{os.getpid()}"
-    doc = {
+    head = {
         "format": FORMAT,
         "state_format": state_format(),
         "offset": offset,
         "record_sha256": _sha(record),
-        "states": states,
+        "graphs": list(states),
     }
-    _dump(doc, tmp)
+    parts = [_SNAPSHOT_MAGIC, _frame(json.dumps(head, sort_keys=True).encode())]
+    parts += [_frame(encode_state(st)) for st in states.values()]
+    _write_synced(tmp, b"".join(parts))
     os.replace(tmp, final)
-    for old in sorted(root.glob(f"{name}-*.pickle"))[:-keep]:
+    for old in sorted(root.glob(f"{name}-*{_SNAPSHOT_SUFFIX}"))[:-keep]:
         old.unlink(missing_ok=True)
     return final
 
 
+def _frame(data: bytes) -> bytes:
+    return _U64.pack(len(data)) + data
+
+
+def _read_snapshot(data: bytes) -> tuple[dict[str, Any], dict[str, GraphState]]:
+    if data[:8] != _SNAPSHOT_MAGIC:
+        raise DecodeError("state_magic", "not a claimgraph governor snapshot")
+    pos = 8
+    frames: list[bytes] = []
+    while pos < len(data):
+        if pos + 8 > len(data):
+            raise DecodeError("state_truncated", "the snapshot ends inside a frame header")
+        (n,) = _U64.unpack_from(data, pos)
+        if pos + 8 + n > len(data):
+            raise DecodeError("state_truncated", "the snapshot ends inside a frame")
+        frames.append(data[pos + 8 : pos + 8 + n])
+        pos += 8 + n
+    if not frames:
+        raise DecodeError("state_truncated", "the snapshot has no header")
+    try:
+        head = json.loads(frames[0])
+        graphs = list(head["graphs"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DecodeError("state_layout", f"bad snapshot header: {exc}") from None
+    if len(graphs) != len(frames) - 1:
+        raise DecodeError("state_truncated", "the snapshot does not hold every graph it names")
+    states = {g: decode_state(f) for g, f in zip(graphs, frames[1:], strict=True)}
+    if any(st.graph != g for g, st in states.items()):
+        raise DecodeError("state_layout", "a state in the snapshot is of another graph")
+    return head, states
+
+
 def load_states(
-    root: Path, name: str, record_at: Callable[[int], bytes | None]
+    root: Path,
+    name: str,
+    record_at: Callable[[int], bytes | None],
+    on_skip: OnSkip | None = None,
 ) -> tuple[int, dict[str, GraphState]] | None:
-    """The newest snapshot of ``name`` whose decision digest matches the log: (offset, states)."""
-    for path in sorted(root.glob(f"{name}-*.pickle"), reverse=True):
+    """The newest intact snapshot of ``name`` whose decision digest matches the log.
+
+    Returns (offset, states); damaged, foreign or outdated snapshots are reported to
+    ``on_skip`` and skipped (older ``.pickle`` snapshots are never loaded).
+    """
+    for path in sorted(root.glob(f"{name}-*{_SNAPSHOT_SUFFIX}"), reverse=True):
         enabled = gc.isenabled()
         gc.disable()
         try:
-            with open(path, "rb") as f:
-                doc = pickle.load(f)
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
+            head, states = _read_snapshot(path.read_bytes())
+        except (OSError, DecodeError) as exc:
+            if on_skip is not None:
+                on_skip(path, str(exc))
             continue
         finally:
             if enabled:
                 gc.enable()
         gc.freeze()
-        offset = int(doc["offset"])
-        if doc.get("state_format") != state_format():
-            continue  # folded by other code: replay instead
-        if _sha(record_at(offset)) != doc["record_sha256"]:
-            continue
-        states: dict[str, GraphState] = doc["states"]
-        return offset, states
+        offset = int(head["offset"])
+        if head.get("state_format") != state_format():
+            why = "folded by other code (state format)"
+        elif _sha(record_at(offset)) != head.get("record_sha256"):
+            why = f"the decision at offset {offset} is not the one it was taken at"
+        else:
+            return offset, states
+        if on_skip is not None:
+            on_skip(path, why)
     return None

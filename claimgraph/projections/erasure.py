@@ -11,9 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocksdict import Rdict, WriteBatch
+from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from claimgraph.core.erasure import scrub_row
+from claimgraph.logs.rocks import named, valid, write
+from claimgraph.projections.damage import projection_place
 from claimgraph.projections.rows import CLAIM, dumps, entity_key, loads
 
 if TYPE_CHECKING:
@@ -30,7 +32,7 @@ def scrub_claim(db: Rdict, wb: WriteBatch, claim_id: str, version: int) -> int:
     it = db.iter()
     it.seek(prefix)
     n = 0
-    while it.valid():
+    while valid(it, projection_place(db), f"scrubbing claim {claim_id!r}", version):
         k: bytes = it.key()
         if not k.startswith(prefix) or len(k) != len(prefix) + 8:
             break
@@ -60,10 +62,11 @@ def stage_erase(projector: Projector, claim_id: str, version: int) -> None:
 
 def purge(db: Rdict, erased: list[tuple[str, int]]) -> None:
     """Drop the overwritten payload bytes from the files: flush, then compact the claims' keys."""
-    db.flush()
-    for claim_id, _ in erased:
-        prefix = CLAIM + claim_id.encode("utf-8")
-        db.compact_range(prefix + b"\x00", prefix + b"\x01")
+    with named(projection_place(db), "compacting erased claims"):
+        db.flush()
+        for claim_id, _ in erased:
+            prefix = CLAIM + claim_id.encode("utf-8")
+            db.compact_range(prefix + b"\x00", prefix + b"\x01")
 
 
 def erased_at(db: Rdict, claim_id: str) -> int | None:
@@ -71,14 +74,18 @@ def erased_at(db: Rdict, claim_id: str) -> int | None:
     prefix = ERASED + claim_id.encode("utf-8") + b"\x00"
     it = db.iter()
     it.seek(prefix)
-    if it.valid() and it.key().startswith(prefix) and len(it.key()) == len(prefix) + 8:
+    if (
+        valid(it, projection_place(db), f"reading the erasure of {claim_id!r}")
+        and it.key().startswith(prefix)
+        and len(it.key()) == len(prefix) + 8
+    ):
         return int(loads(it.value()))
     return None
 
 
 def scrub_dir(root: Path, erased: list[tuple[str, int]]) -> int:
     """Scrub erased claims from every checkpoint's projection under ``root``; rows rewritten."""
-    from claimgraph.logs.embedded import open_rdict
+    from claimgraph.logs.rocks import open_rdict
 
     if not erased or not root.is_dir():
         return 0
@@ -91,7 +98,7 @@ def scrub_dir(root: Path, erased: list[tuple[str, int]]) -> int:
             wb = WriteBatch(raw_mode=True)
             for claim_id, version in erased:
                 n += scrub_claim(db, wb, claim_id, version)
-            db.write(wb)
+            write(db, wb, WriteOptions(), projection_place(db), "scrubbing a checkpoint")
             purge(db, erased)
         finally:
             db.close()

@@ -16,8 +16,18 @@ from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from claimgraph.core.model import Decision
 from claimgraph.core.state import SEP, STATUS_NAMES, Changes, GraphState
-from claimgraph.logs.embedded import open_rdict
+from claimgraph.logs.rocks import (
+    PREFIX,
+    Place,
+    close_quietly,
+    get,
+    open_or_stand_in,
+    open_rdict,
+    valid,
+    write,
+)
 from claimgraph.projections import rows
+from claimgraph.projections.damage import projection_place, projection_remedy
 from claimgraph.projections.rows import (
     ADJ,
     CALIBRATION,
@@ -77,9 +87,15 @@ class ProjectionStore:
 
     def __init__(self, path: Path, *, create: bool = False) -> None:
         self.path = path
-        self.db: Rdict = open_rdict(path, create=create)
+        self._create = create
+        self._remedy = projection_remedy(path)
+        self.place = Place(str(path), self._remedy)
+        # PREFIX: a damaged or cut-short WAL keeps its consistent prefix (rows and applied
+        # offset travel in the same batches) and the lost tail is re-projected from the log
+        self.db: Rdict = open_rdict(path, create=create, wal=PREFIX, remedy=self._remedy)
         self._wo = WriteOptions()
         self._wo.sync = False  # the logs are the durable truth; a lost tail is re-projected
+        self.failed = False  # a write failed: reopen before the next one (see reopen)
 
     def applied(self) -> int:
         return self.applied_of(self.db)
@@ -87,11 +103,23 @@ class ProjectionStore:
     @staticmethod
     def applied_of(db: Rdict) -> int:
         """The last applied version recorded in a projection database (-1: none)."""
-        v = db.get(_APPLIED)
+        v = get(db, _APPLIED, projection_place(db), "reading the applied version")
         return int(_U64.unpack(v)[0]) - 1 if v is not None else -1
 
     def write(self, wb: WriteBatch) -> None:
-        self.db.write(wb, self._wo)
+        try:
+            write(self.db, wb, self._wo, self.place, "writing projected rows")
+        except Exception:
+            self.failed = True  # RocksDB refuses every later write until reopened
+            raise
+
+    def reopen(self) -> None:
+        """Close and reopen the database (after a failed write RocksDB refuses later writes)."""
+        close_quietly(self.db)
+        del self.db  # the last handle (readers must drop theirs first): the lock goes with it
+        self.db = open_or_stand_in(self.path, create=self._create, wal=PREFIX, remedy=self._remedy)
+        self.applied()  # raises if the reopen failed: the store stays failed
+        self.failed = False
 
     def close(self) -> None:
         self.db.close()
@@ -167,7 +195,9 @@ class Projector:
         it = self.store.db.iter()
         prefix = CLAIM + claim_id.encode("utf-8") + b"\x00"
         it.seek(prefix)
-        if not it.valid() or not it.key().startswith(prefix):
+        if not valid(it, self.store.place, f"reading claim {claim_id!r}") or (
+            not it.key().startswith(prefix)
+        ):
             raise KeyError(f"claim {claim_id!r} has no row in the projection")
         row = rows.loads(it.value())
         row.pop("status", None)
@@ -194,7 +224,9 @@ class Projector:
             self._claim_records.clear()
 
     def set_graph(self, graph: str) -> None:
-        self.store.db.put(_GRAPH, graph.encode())
+        wb = WriteBatch(raw_mode=True)
+        wb.put(_GRAPH, graph.encode())
+        self.store.write(wb)
 
 
 def _history_entry(d: Decision, key: str, ch: Changes, st: GraphState) -> dict[str, Any]:

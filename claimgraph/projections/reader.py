@@ -20,6 +20,8 @@ from claimgraph.core.model import OnUnknown
 from claimgraph.core.schema import GraphSchema, parse_schema
 from claimgraph.core.state import SEP, edge_key, slot_keys
 from claimgraph.errors import UnknownSlotError, VersionPruned
+from claimgraph.logs.rocks import valid
+from claimgraph.projections.damage import projection_place
 from claimgraph.projections.retention import HORIZON_EPOCH, horizon_of
 from claimgraph.projections.rows import (
     ADJ,
@@ -123,6 +125,7 @@ class ProjectionReader:
 
     def __init__(self, db: Rdict) -> None:
         self.db = db
+        self._place = projection_place(db)  # named in errors: a damaged block never ends a scan
         self._schemas: dict[int, GraphSchema] = {}
         # (versions of schema rows ascending, their schemas, known up to this version): one
         # tuple, replaced whole, so that threads serving reads never see half an update
@@ -148,7 +151,7 @@ class ProjectionReader:
         prefix = family + entity.encode("utf-8") + b"\x00"
         it = self.db.iter()
         it.seek(prefix + inv(at))
-        if it.valid():
+        if valid(it, self._place, "reading", at):
             k = it.key()
             if len(k) == len(prefix) + 8 and k.startswith(prefix):
                 v: bytes = it.value()
@@ -161,23 +164,24 @@ class ProjectionReader:
             return
         raw_prefix = family + prefix.encode("utf-8")
         target = inv(at)
+        place = self._place
         it = self.db.iter()
         it.seek(raw_prefix)
-        while it.valid():
+        while valid(it, place, "scanning", at):
             k: bytes = it.key()
             if not k.startswith(raw_prefix):
                 return
             ent = k[:-8]
             if k[-8:] < target:
                 it.seek(ent + target)
-                if not it.valid():
+                if not valid(it, place, "scanning", at):
                     return
                 k = it.key()
                 if k[:-8] != ent:
                     continue  # no row of this entity at or below ``at``; k is the next one
             yield ent[1:-1].decode("utf-8"), it.value()
             it.next()  # most entities have one or two rows: step before seeking past them
-            if it.valid() and it.key()[:-8] == ent:
+            if valid(it, place, "scanning", at) and it.key()[:-8] == ent:
                 it.seek(ent[:-1] + b"\x01")
 
     def schema(self, at: int) -> GraphSchema | None:
@@ -194,7 +198,7 @@ class ProjectionReader:
         it = self.db.iter()
         it.seek(prefix)
         found: list[tuple[int, GraphSchema]] = []
-        while it.valid():
+        while valid(it, self._place, "reading the schemas", at):
             k = it.key()
             if not k.startswith(prefix):
                 break
@@ -340,7 +344,7 @@ class ProjectionReader:
         it = self.db.iter()
         it.seek(prefix + horizon_of(self.db).to_bytes(8, "big"))
         out: list[dict[str, Any]] = []
-        while it.valid():
+        while valid(it, self._place, "reading history", at):
             k = it.key()
             if not k.startswith(prefix):
                 break

@@ -22,7 +22,7 @@ from typing import Any
 from rocksdict import AccessType, Options, Rdict
 
 from claimgraph.errors import StorageError, VersionNotYetAvailable
-from claimgraph.logs.embedded import rocksdb_errors
+from claimgraph.logs.rocks import rocksdb_errors
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import catch_up, horizon_of

@@ -218,16 +218,21 @@ class GraphWrites:
         *,
         agent: str = "reader",
         run_id: str | None = None,
+        pinned_version: int | None = None,
         command_id: str | None = None,
     ) -> Receipt:
-        """Report reads that hit a quarantined slot (counted in the log for exit conditions)."""
-        return self._send(
-            "read_blocked",
-            agent,
-            "",
-            command_id,
-            {"conflict_id": conflict_id, "count": count, "run_id": run_id},
-        )
+        """Report reads of a run that hit a quarantined slot (exit conditions count them).
+
+        ``pinned_version`` is the run's pinned version: from rules revision 2 on a report
+        counts only from a run pinned where the conflict was open, once per (reader, run).
+        """
+        fields = {
+            "conflict_id": conflict_id,
+            "count": count,
+            "run_id": run_id,
+            "pinned_version": -1 if pinned_version is None else pinned_version,
+        }
+        return self._send("read_blocked", agent, "", command_id, fields)
 
     def publish_schema(
         self,

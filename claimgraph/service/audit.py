@@ -33,7 +33,8 @@ from claimgraph.core.model import Progress
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision, encode_decision, same_decision
 from claimgraph.errors import ConfigError, DecodeError, IntegrityError, VersionPruned
-from claimgraph.logs.embedded import estimated_keys, rocksdb_errors
+from claimgraph.logs.rocks import estimated_keys, rocksdb_errors, valid, write
+from claimgraph.projections.damage import projection_place
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import catch_up, collect, horizon_of
@@ -210,6 +211,7 @@ def _compare_rows(
     a, b = live.iter(), fresh.iter()
     a.seek_to_first()
     b.seek_to_first()
+    places = {id(a): projection_place(live), id(b): projection_place(fresh)}
     first: int | None = None
     rows = 0
 
@@ -220,7 +222,7 @@ def _compare_rows(
             first = v
 
     def skip(it: Any) -> None:
-        while it.valid():
+        while valid(it, places[id(it)], "comparing with a re-projection"):
             if it.key()[:1] != META:
                 v = version_of(it.key(), it.value())
                 if lo <= v <= upto:
@@ -229,7 +231,7 @@ def _compare_rows(
 
     skip(a)
     skip(b)
-    while a.valid() or b.valid():
+    while a.valid() or b.valid():  # skip() checked the status of whichever one ended
         ka = a.key() if a.valid() else None
         kb = b.key() if b.valid() else None
         rows += 1
@@ -326,19 +328,19 @@ def audit(
 
 def _apply_erasures(live: Rdict, fresh: Rdict, after: int) -> None:
     """Scrub ``fresh`` of the claims the live projection erased at versions after ``after``."""
-    from rocksdict import WriteBatch
+    from rocksdict import WriteBatch, WriteOptions
 
     from claimgraph.projections.erasure import ERASED, scrub_claim
 
     wb = WriteBatch(raw_mode=True)
     it = live.iter()
     it.seek(ERASED)
-    while it.valid() and it.key()[:1] == ERASED:
+    while valid(it, projection_place(live), "reading erasures") and it.key()[:1] == ERASED:
         v = version_of(it.key())
         if v > after:
             scrub_claim(fresh, wb, it.key()[1:-9].decode("utf-8"), v)
         it.next()
-    fresh.write(wb)
+    write(fresh, wb, WriteOptions(), projection_place(fresh), "re-projecting erasures")
 
 
 def _sample(lo: int, hi: int, samples: int) -> list[int]:

@@ -142,7 +142,8 @@ def _recommend(
     best = weighted["outcome"] if weighted["winner"] else leader
     pick = next((c for c in claims if c["outcome"] == best), None) if best else None
     if et is not None and et.fallback.fails_closed:
-        if pick is not None and et.fallback.is_safe(pick["polarity"] == "assert", pick["object"]):
+        is_safe = et.fallback.is_safe
+        if pick is not None and is_safe(pick["polarity"] == "assert", pick["object"], strict=True):
             return {
                 "action": "adopt",
                 "claim_id": pick["claim_id"],
@@ -150,7 +151,7 @@ def _recommend(
                 "why": f"the vote leads to a conservative outcome (domain {et.domain})",
             }
         safe = next(
-            (c for c in claims if et.fallback.is_safe(c["polarity"] == "assert", c["object"])),
+            (c for c in claims if is_safe(c["polarity"] == "assert", c["object"], strict=True)),
             None,
         )
         return {

@@ -12,8 +12,8 @@ A data directory holds one graph::
     DIR/projection/    the versioned projection (RocksDB), rebuildable from DIR/log
     DIR/checkpoints/   checkpoints of the projection and folded state
                        (claimgraph.projections.checkpoints)
-    DIR/pins.json      pins of live runs and the agreed retention horizon
-                       (claimgraph.projections.retention)
+    DIR/pins.sqlite    pins of live runs and the agreed retention horizon
+                       (claimgraph.projections.retention; replaces pins.json)
 """
 
 from __future__ import annotations
@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from claimgraph.core.model import Command, Decision, Progress
 from claimgraph.core.wire import decode_decision, encode_command
-from claimgraph.errors import ConfigError, VersionNotYetAvailable
+from claimgraph.errors import (
+    ConfigError,
+    DiskFullError,
+    IntegrityError,
+    StorageError,
+    VersionNotYetAvailable,
+)
 from claimgraph.logs.embedded import EmbeddedLogStore
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.reader import ProjectionReader
@@ -39,17 +45,31 @@ from claimgraph.service.reads import GraphReads
 from claimgraph.service.runs import RunsMixin
 from claimgraph.service.traces import decode_events, encode_events
 from claimgraph.streams.embedded import GOVERNOR_POSITION, EmbeddedRuntime
+from claimgraph.streams.jsonlog import log_event
 
 if TYPE_CHECKING:
     from claimgraph.service.port import GraphPort
 
-__all__ = ["DEFAULT_GRAPH", "Graph", "NodeLike", "Receipt", "open_graph"]
+__all__ = [
+    "DEFAULT_GRAPH",
+    "RESUME_FREE_BYTES",
+    "Graph",
+    "NodeLike",
+    "Receipt",
+    "check_consistency",
+    "open_graph",
+    "read_config",
+]
 
 DEFAULT_GRAPH = "default"
 LAYOUT = 1
+# After a write failed for lack of space, writes are retried (the stores reopened) once the
+# data directory's disk has this much free again.
+RESUME_FREE_BYTES = 4 << 20
 
 
-def _read_config(path: Path) -> dict[str, Any]:
+def read_config(path: Path) -> dict[str, Any]:
+    """``DIR/graph.json``: the graph's name and layout (ConfigError if it is not a graph)."""
     cfg_path = path / "graph.json"
     try:
         cfg: dict[str, Any] = json.loads(cfg_path.read_text(encoding="utf-8"))
@@ -80,7 +100,7 @@ def open_graph(
         p.mkdir(parents=True, exist_ok=True)
         cfg_path = p / "graph.json"
         if cfg_path.exists():
-            cfg = _read_config(p)
+            cfg = read_config(p)
             if graph is not None and cfg["graph"] != graph:
                 raise ConfigError(f"{p} already holds graph {cfg['graph']!r}, not {graph!r}")
         else:
@@ -89,7 +109,7 @@ def open_graph(
             tmp.write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
             os.replace(tmp, cfg_path)
     else:
-        cfg = _read_config(p)
+        cfg = read_config(p)
         if graph is not None and cfg["graph"] != graph:
             raise ConfigError(f"{p} holds graph {cfg['graph']!r}, not {graph!r}")
     return Graph(p, cfg["graph"], progress=progress, clock=clock)
@@ -109,7 +129,8 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
         self.path = path
         self.name = name
         self._lock = threading.RLock()
-        self._advanced = threading.Condition(self._lock)
+        # readers waiting for a version wait on a lock of their own, never on the graph's
+        self._advanced = threading.Condition(threading.Lock())
         # clock: where append times (the governor's "now") come from; wall clock by default
         self.logs = EmbeddedLogStore(path / "log", create=True, clock=clock)
         try:
@@ -119,8 +140,14 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
             raise
         self._progress = progress
         self._runtime: EmbeddedRuntime | None = None
+        self._pins: PinRegistry | None = None
         self.reader = ProjectionReader(self.projection.db)
         self._closed = False
+        try:
+            check_consistency(path, self.logs, self.projection)
+        except Exception:
+            self.close()
+            raise
         # Reads need only the projection; the governor's state (a fold of the whole decisions
         # log) is built on the first write, or now if the projection is behind the log.
         behind = self.projection.applied() < self.logs.decisions.end() - 1
@@ -145,7 +172,9 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
     @property
     def pins(self) -> PinRegistry:
         """Pins of live runs: GC never moves the horizon past one (projections.retention)."""
-        return PinRegistry(self.path)
+        if self._pins is None:
+            self._pins = PinRegistry(self.path)
+        return self._pins
 
     def horizon(self) -> int:
         """The oldest readable version (reads below it raise VersionPruned)."""
@@ -176,34 +205,88 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
         """Append commands (or raw records) to the commands log without deciding them."""
         values = [c if isinstance(c, bytes | bytearray) else encode_command(c) for c in commands]
         with self._lock:
+            self._recover()
             return self.logs.commands.append(values)
 
     def process(self, batch: int = 2048, progress: Progress | None = None) -> int:
-        """Decide and project every pending command; return how many were decided."""
+        """Decide and project every pending command; return how many were decided.
+
+        If the projection cannot be written (a full disk) after decisions were logged, those
+        decisions stand and are counted; the projection catches up on the next write.
+        """
         with self._lock:
-            n = self.runtime.run_until_idle(batch, progress)
-            if n:
+            self._recover()
+            end = self.logs.decisions.end()
+            try:
+                n = self.runtime.run_until_idle(batch, progress)
+            except Exception as exc:
+                self._runtime = None  # its state may be ahead of the log: fold again
+                n = self.logs.decisions.end() - end
+                if not (n and isinstance(exc, StorageError)):
+                    raise
+                log_event("projection.behind", path=str(self.path), error=str(exc))
+        if n:
+            with self._advanced:
                 self._advanced.notify_all()
-            return n
+        return n
 
     def submit(self, commands: Sequence[Command | bytes]) -> list[Receipt]:
-        """Append commands, decide them, and return one receipt per command, in order."""
+        """Append commands, decide them, and return one receipt per command, in order.
+
+        The commands and their decisions are written in one synced batch: a submit that
+        raises decided nothing (a full disk raises DiskFullError), and one that returns
+        reports the decisions its commands got — even when the projection could not be
+        written after them (reads then lag until the next write catches it up).
+        """
         if not commands:
             return []
+        values = [c if isinstance(c, bytes | bytearray) else encode_command(c) for c in commands]
         with self._lock:
-            first_version = self.logs.decisions.end()
-            positions = self.append(commands)
-            self.process()
-            receipts = []
-            records = self.logs.decisions.read(first_version, len(positions) + 1)
-            by_input = {}
-            for rec in records:
-                d = decode_decision(rec.value)
-                by_input[d["input_offset"]] = (rec.offset, d)
-            for pos in positions:
-                version, d = by_input[pos]
-                receipts.append(Receipt(d["command_id"], pos, version, d))
-            return receipts
+            self._recover()
+            if self.pending():
+                self.process()
+            first = self.logs.decisions.end()
+            try:
+                out = self.runtime.submit(values)
+            except Exception as exc:
+                self._runtime = None  # its state may be ahead of the log: fold again
+                if self.logs.decisions.end() == first or not isinstance(exc, StorageError):
+                    raise  # nothing landed (the log's ends were re-read), or a bug
+                log_event("projection.behind", path=str(self.path), error=str(exc))
+                out = [
+                    (r.offset, decode_decision(r.value))
+                    for r in self.logs.decisions.read(first, len(values))
+                ]
+            with self._advanced:
+                self._advanced.notify_all()
+            return [Receipt(d["command_id"], d["input_offset"], v, d) for v, d in out]
+
+    def _recover(self) -> None:
+        """Before a write: reopen the stores a failed write left refusing writes.
+
+        RocksDB keeps refusing writes after one failed (its background error is sticky) until
+        the database is reopened. Reads go on meanwhile. A reopen is tried only once the disk
+        has :data:`RESUME_FREE_BYTES` free again, so a full disk answers DiskFullError quickly.
+        """
+        if not (self.logs.failed or self.projection.failed):
+            return
+        free = _free_bytes(self.path)
+        if free is not None and free < RESUME_FREE_BYTES:
+            raise DiskFullError(
+                f"the disk of {self.path} is still full ({free} bytes free): writes resume "
+                f"by themselves once {RESUME_FREE_BYTES} bytes are free; reads go on meanwhile",
+                str(self.path),
+            )
+        self._runtime = None
+        if self.logs.failed:
+            self.logs.reopen()
+        if self.projection.failed:
+            del self.reader.db  # the old handle's last references go before the reopen
+            try:
+                self.projection.reopen()
+            finally:
+                self.reader.db = self.projection.db
+        log_event("storage.recovered", path=str(self.path))
 
     def _one(self, command: Command) -> Receipt:
         return self.submit([command])[0]
@@ -223,7 +306,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
         if version <= head:
             return head  # applied versions never change: no lock needed
         deadline = time.monotonic() + timeout
-        with self._advanced:
+        with self._advanced:  # not the graph's lock: a waiting reader never delays a writer
             while True:
                 head = self.head()
                 if version <= head:
@@ -231,7 +314,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise VersionNotYetAvailable(version, head, timeout)
-                self._advanced.wait(min(left, 0.05))
+                self._advanced.wait(min(left, 1.0))  # woken by process(); 1 s: belt and braces
 
     # -- runs (claimgraph.service.runs) ----------------------------------------------------
 
@@ -239,6 +322,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
         """Append trace events to the runs log (``R`` in the embedded log store)."""
         values = encode_events(events)
         with self._lock:
+            self._recover()
             self.logs.runs.append(values)
 
     def run_events(self, run_id: str | None = None) -> list[dict[str, Any]]:
@@ -264,6 +348,46 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
             (r.offset, scrub_decision(decode_decision(r.value), erased))
             for r in self.logs.decisions.read(start, limit)
         ]
+
+
+def _free_bytes(path: Path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def check_consistency(path: Path, logs: EmbeddedLogStore, projection: ProjectionStore) -> None:
+    """Refuse a graph whose projection leads its log, or whose log contradicts itself.
+
+    The projection is written only after the decisions it holds are synced to the log, so a
+    projection ahead of the log means the log lost its tail (a restored or truncated log, a
+    disk that dropped synced writes). Serving it would reuse the lost versions for new
+    decisions and serve claims the log no longer has. Nothing is changed: the error says
+    what to do.
+    """
+    end = logs.decisions.end()
+    applied = projection.applied()
+    data = path.resolve()
+    if applied > end - 1:
+        raise IntegrityError(
+            f"the projection in {data / 'projection'} is at version {applied} but the "
+            f"decisions log in {data / 'log'} ends at version {end - 1}: the log lost "
+            f"versions {end}..{applied}. Nothing was changed. Restore the data directory from "
+            f"a backup to keep them, or re-project from the log as it is with "
+            f"`claimgraph --data {path} rebuild` (versions after v{end - 1} are then gone).",
+            end,
+        )
+    position, commands = logs.position(GOVERNOR_POSITION), logs.commands.end()
+    if position > commands or end != position:
+        raise IntegrityError(
+            f"the logs in {data / 'log'} contradict each other: {commands} commands, "
+            f"{end} decisions, governor position {position} (each decided command has one "
+            "decision, written with the position in one batch): the log lost records. "
+            + logs.place.remedy,
+            min(end, position),
+        )
 
 
 if TYPE_CHECKING:  # mypy checks that this graph implements the graph port

@@ -22,9 +22,9 @@ from rocksdict import AccessType, Options, Rdict
 from claimgraph.core.model import Command, Decision
 from claimgraph.core.wire import decode_decision, encode_command
 from claimgraph.errors import ConfigError, StorageError, VersionNotYetAvailable
-from claimgraph.logs.embedded import rocksdb_errors
 from claimgraph.logs.kafka import KafkaConfig, KafkaLog, topic_partitions, watermark
 from claimgraph.logs.kafka_layout import check_layout
+from claimgraph.logs.rocks import rocksdb_errors
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import PinRegistry, catch_up

@@ -103,6 +103,7 @@ class GraphPort(Protocol):
         *,
         agent: str = "reader",
         run_id: str | None = None,
+        pinned_version: int | None = None,
         command_id: str | None = None,
     ) -> Receipt: ...
 

@@ -57,10 +57,13 @@ class GraphReads:
         """(run, conflict) → distinct blocked reads not yet reported."""
         return {k: len(v) for k, v in getattr(self, "_blocked", {}).items()}
 
-    def flush_blocked(self, *, agent: str = "reader", run: str | None = None) -> list[Any]:
+    def flush_blocked(
+        self, *, agent: str = "reader", run: str | None = None, pinned: int | None = None
+    ) -> list[Any]:
         """Report the blocked reads noted so far (only ``run``'s when given) to the log.
 
-        One ``read_blocked`` command per (run, conflict), counting distinct queries.
+        One ``read_blocked`` command per (run, conflict), counting distinct queries;
+        ``pinned`` is the run's pinned version.
         """
         send = getattr(self, "read_blocked", None)
         if send is None:
@@ -72,7 +75,7 @@ class GraphReads:
                 key=lambda k: (k[0] or "", k[1]),
             )
             counts = [(k, len(pending.pop(k))) for k in mine]
-        return [send(k[1], n, agent=agent, run_id=k[0]) for k, n in counts]
+        return [send(k[1], n, agent=agent, run_id=k[0], pinned_version=pinned) for k, n in counts]
 
     def head(self) -> int:
         raise NotImplementedError

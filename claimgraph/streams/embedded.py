@@ -14,6 +14,7 @@ log's tail after it is folded.
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 from pathlib import Path
 
 from rocksdict import WriteBatch
@@ -22,8 +23,10 @@ from claimgraph.core.governor import decide
 from claimgraph.core.model import Decision, Progress
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision, encode_decision
+from claimgraph.logs.base import LogRecord
 from claimgraph.logs.embedded import EmbeddedLogStore
 from claimgraph.projections.projector import ProjectionStore, Projector
+from claimgraph.streams.jsonlog import log_event
 
 __all__ = ["GOVERNOR_POSITION", "EmbeddedRuntime", "fold_decisions"]
 
@@ -76,6 +79,7 @@ class EmbeddedRuntime:
         self.logs = logs
         self.state = GraphState(graph)
         self.resumed_from: int | None = None  # the checkpoint version the state started at
+        self.skipped: list[tuple[str, str]] = []  # checkpoints found unusable: (path, why)
         start = 0
         if checkpoints is not None:
             from claimgraph.projections.checkpoints import resume
@@ -84,7 +88,11 @@ class EmbeddedRuntime:
                 rec = logs.decisions.get(v)
                 return rec.value if rec is not None else None
 
-            found = resume(checkpoints, graph, projection.applied(), record_at)
+            def skipped(path: Path, why: str) -> None:
+                self.skipped.append((str(path), why))
+                log_event("checkpoint.skipped", path=str(path), reason=why)
+
+            found = resume(checkpoints, graph, projection.applied(), record_at, skipped)
             if found is not None:
                 self.state = found[1]
                 self.resumed_from = found[0].version
@@ -106,6 +114,24 @@ class EmbeddedRuntime:
         records = self.logs.commands.read(self.position, max_commands)
         if not records:
             return []
+        return self._decide(records, WriteBatch(raw_mode=True))
+
+    def submit(self, values: Sequence[bytes]) -> list[tuple[int, Decision]]:
+        """Append ``values`` to the commands log *and* decide them in one synced batch.
+
+        No command is pending before (the caller decides those first). A write that fails
+        leaves neither the commands nor their decisions: a command is never left appended but
+        undecided, to be decided after its sender was told the write failed. If the batch was
+        written and only the projection's write fails, the decisions stand (the projection
+        catches up later). On any failure the in-memory state may be ahead of the log: the
+        caller must drop this runtime. Returns (version, decision) in command order.
+        """
+        if self.pending():
+            raise RuntimeError("decide the pending commands before submitting new ones")
+        wb = WriteBatch(raw_mode=True)
+        return self._decide(self.logs.commands.stage_records(wb, values), wb)
+
+    def _decide(self, records: Sequence[LogRecord], wb: WriteBatch) -> list[tuple[int, Decision]]:
         state = self.state
         projector = self.projector
         version = self.logs.decisions.end()
@@ -121,7 +147,6 @@ class EmbeddedRuntime:
             times.append(rec.timestamp)
             out.append((version, d))
             version += 1
-        wb = WriteBatch(raw_mode=True)
         self.logs.decisions.stage(wb, encoded, timestamps=times)
         self.logs.stage_position(wb, GOVERNOR_POSITION, records[-1].offset + 1)
         self.logs.write(wb)  # decisions and input position: one atomic, synced batch

@@ -246,7 +246,10 @@ class KafkaGovernor:
                 )
                 return recs[0][0].value if recs and recs[0][0].offset == offset else None
 
-            found = load_states(self.checkpoints, f"governor-p{self.partition}", record_at)
+            def skipped(path: Path, why: str) -> None:
+                log_event("governor.snapshot_skipped", path=str(path), reason=why)
+
+            found = load_states(self.checkpoints, f"governor-p{self.partition}", record_at, skipped)
             if found is not None:
                 self.resumed_from, states = found
                 begin = self.resumed_from + 1

@@ -76,7 +76,15 @@ class KafkaProjector:
         if use_checkpoints:
             from claimgraph.projections.checkpoints import resume
 
-            found = resume(self.checkpoints, graph, self.applied_at_start, self._record_at)
+            found = resume(
+                self.checkpoints,
+                graph,
+                self.applied_at_start,
+                self._record_at,
+                lambda path, why: log_event(
+                    "projector.checkpoint_skipped", path=str(path), reason=why
+                ),
+            )
             if found is not None:
                 self.state = found[1]
                 self.resumed_from = found[0].version

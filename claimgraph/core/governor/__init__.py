@@ -110,12 +110,28 @@ def _decide(
         d = decide_command(state, inner, input_offset, log_time, rules)
         d["signed_by"] = key_id
         return d
-    if state.keys_active and cmd.get("type") != "place":  # placement is the operator's
+    if (
+        _requires_signature(state, cmd, rules) and cmd.get("type") != "place"
+    ):  # placement is the operator's
         ctype = cast(str, cmd.get("type", "claim"))
         d = new_decision(state, cmd, ctype, input_offset, log_time, rules)
         d["command_id"] = ""  # not remembered: a forged copy must not burn the genuine id
         return _rejected(d, unsigned(state, cmd))
     return decide_command(state, cmd, input_offset, log_time, rules)
+
+
+def _requires_signature(state: GraphState, cmd: Command, rules: int) -> bool:
+    """Whether an unsigned ``cmd`` is refused.
+
+    Revision 1: while the graph has an active key. Revision 2 on: when the schema in force
+    says ``principals.signatures: required`` — revoking the last key does not turn signing
+    off; while no key is active, only an admin's unsigned ``register_key`` is decided.
+    """
+    if rules < 2:
+        return state.keys_active
+    if state.schema is None or not state.schema.signatures_required:
+        return False
+    return state.keys_active or cmd.get("type") != "register_key"
 
 
 def decide_command(

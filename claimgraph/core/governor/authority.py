@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from claimgraph.core.entities import SEP, KeyState
 from claimgraph.core.governance import iso_utc as _iso
 from claimgraph.core.governor.base import Refusal, check_id, check_text, require_schema
-from claimgraph.core.governor.revisions import CURRENT
+from claimgraph.core.governor.revisions import CURRENT, at_least
 from claimgraph.core.model import (
     LIMITS,
     Command,
@@ -104,9 +104,12 @@ def unsigned(state: GraphState, cmd: Command) -> Refusal:
     """The refusal of an unsigned command on a graph that requires signatures."""
     ctype = cast(str, cmd.get("type", "claim"))
     cid = cast(dict[str, str], cmd).get("command_id", "")
+    more = ""
+    if not state.keys_active:
+        more = "; no signing key is active: an admin registers one (claimgraph key register)"
     return Refusal(
         Reason.UNSIGNED,
-        f"graph {state.graph!r} requires signed commands; {ctype} {cid[:80]!r} is unsigned",
+        f"graph {state.graph!r} requires signed commands; {ctype} {cid[:80]!r} is unsigned{more}",
     )
 
 
@@ -229,8 +232,10 @@ def publish(state: GraphState, cmd: Command, d: Decision) -> None:
             Reason.FIELD_TOO_LARGE,
             f"schema document is larger than {LIMITS['document']} characters",
         )
+    if at_least(d, 2) and state.schema is not None:
+        require_admin(state, c["agent"])  # authority first: only an admin's document is parsed
     try:
-        schema = parse_schema(c["document"], c["source"] or "<schema>")
+        schema = parse_schema(c["document"], c["source"] or "<schema>", rules=d["rules"])
     except SchemaError as exc:
         raise Refusal(Reason.INVALID_SCHEMA, exc.report()) from None
     if state.schema is None:

@@ -35,7 +35,14 @@ from claimgraph.core.governor.base import (
     quarantine,
     require_schema,
 )
-from claimgraph.core.governor.conflicts import merge_claim, new_vote, vote_of
+from claimgraph.core.governor.conflicts import (
+    claim_outcome,
+    merge_claim,
+    new_vote,
+    release,
+    vote_of,
+)
+from claimgraph.core.governor.revisions import at_least
 from claimgraph.core.model import (
     LIMITS,
     ClaimCommand,
@@ -46,7 +53,9 @@ from claimgraph.core.model import (
     OnStale,
     Reason,
 )
+from claimgraph.core.schema import EdgeType
 from claimgraph.core.state import (
+    VISIBLE,
     GraphState,
     edge_key,
 )
@@ -181,6 +190,32 @@ def claim(state: GraphState, cmd: Command, d: Decision) -> None:
             "resolve one of them first",
         )
     open_conflict = state.edge_conflict(key) or (next(iter(touching)) if touching else None)
+    unsafe = _held_for_a_human(state, et, c, d, own, agreeing)
+    if open_conflict is not None and at_least(d, 2):
+        # a writer's new claim replaces its own earlier claims in the conflict too; when the
+        # claims left then all agree with it, the conflict settles itself (recorded)
+        conflict = state.conflicts[open_conflict]
+        mine = [x for x in conflict.claims if state.claims[x].agent == agent and x not in own]
+        rest = [x for x in conflict.claims if x not in mine]
+        agree = all(claim_outcome(state, x) == (key, asserts) for x in rest)
+        if rest and agree and not opposing and not unsafe:
+            release(state, rest, d)
+            d["kind"] = "accepted"
+            d["reason"] = Reason.CONFLICT_SETTLED.value
+            d["conflict_id"] = open_conflict
+            d["supersedes"] = [*own, *mine, *(x for x in d["supersedes"] if x not in own)]
+            d["detail"] = f"every claim left in {open_conflict} now agrees with this one: settled"
+            return
+        quarantine(
+            d,
+            open_conflict,
+            Reason.JOINS_CONFLICT,
+            f"the slot is under conflict {open_conflict}; the claim joins it",
+            withheld=[*agreeing, *opposing],
+            supersedes=[*own, *mine],
+            against=opposing,
+        )
+        return
     if open_conflict is not None:
         quarantine(
             d,
@@ -216,6 +251,9 @@ def claim(state: GraphState, cmd: Command, d: Decision) -> None:
                 "stands"
             )
             return
+        if unsafe:
+            _hold(d, c, et, own=own, agreeing=agreeing, opposing=opposing)
+            return
         accept(d, own + opposing, agreeing)
         return
     if opposing and et.conflict_policy == ConflictPolicy.CONFIDENCE_WEIGHTED_MERGE:
@@ -238,7 +276,61 @@ def claim(state: GraphState, cmd: Command, d: Decision) -> None:
             against=opposing,
         )
         return
+    if unsafe:
+        _hold(d, c, et, own=own, agreeing=agreeing, opposing=opposing)
+        return
     accept(d, own, agreeing)
+
+
+def _held_for_a_human(
+    state: GraphState,
+    et: EdgeType,
+    c: ClaimCommand,
+    d: Decision,
+    own: list[str],
+    agreeing: list[str],
+) -> bool:
+    """Revision 2: in a fail-closed domain only a human moves a decision slot off its safe
+    value, by any route — a denial of the safe value included. True when ``c`` would."""
+    if not at_least(d, 2) or not et.fallback.fails_closed:
+        return False
+    assert state.schema is not None
+    if state.schema.is_human(c["agent"]):
+        return False
+    asserts = c["polarity"] == "assert"
+    if et.fallback.is_safe(asserts, c["object_id"], strict=True):
+        return False
+    key = edge_key(
+        c["edge_type"], c["subject_type"], c["subject_id"], c["object_type"], c["object_id"]
+    )
+    # no move when the edge already reads this way (corroborating, or replacing one's own)
+    return not any(
+        state.claims[x].edge == key and state.claims[x].asserts == asserts
+        and state.claims[x].status == VISIBLE
+        for x in (*own, *agreeing)
+    )  # fmt: skip
+
+
+def _hold(
+    d: Decision,
+    c: ClaimCommand,
+    et: EdgeType,
+    *,
+    own: list[str],
+    agreeing: list[str],
+    opposing: list[str],
+) -> None:
+    what = f"{c['polarity']} {c['object_id']!r}"
+    quarantine(
+        d,
+        conflict_id_for(c["command_id"]),
+        Reason.NEEDS_HUMAN,
+        f"domain {et.domain} fails closed: only a human (principals.humans) may make {what} "
+        "hold; held for a person",
+        withheld=[*agreeing, *opposing],
+        supersedes=own,
+        against=opposing,
+    )
 
 
 def signals_of(state: GraphState, d: Decision) -> None:

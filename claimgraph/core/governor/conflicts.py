@@ -22,6 +22,7 @@ from claimgraph.core.governor.base import (
     quarantine,
     require_schema,
 )
+from claimgraph.core.governor.revisions import at_least
 from claimgraph.core.model import (
     LIMITS,
     ClaimCommand,
@@ -118,7 +119,7 @@ def merge_claim(
         else:
             ws = state.claims[m["winner"]]
             w_asserts, w_object = ws.asserts, edge_parts(ws.edge)[4]
-        winner_safe = et.fallback.is_safe(w_asserts, w_object)
+        winner_safe = et.fallback.is_safe(w_asserts, w_object, strict=at_least(d, 2))
     if m["winner"] is None or not winner_safe:
         why = (
             f"{m['outcome']} leads but domain {et.domain} fails closed: a person must decide"
@@ -226,7 +227,7 @@ def resolve(state: GraphState, cmd: Command, d: Decision) -> None:
     human = state.schema is not None and state.schema.is_human(c["agent"])
     if et is not None and et.fallback.fails_closed and not human:
         ws = state.claims[winner]
-        if not et.fallback.is_safe(ws.asserts, edge_parts(ws.edge)[4]):
+        if not et.fallback.is_safe(ws.asserts, edge_parts(ws.edge)[4], strict=at_least(d, 2)):
             raise Refusal(
                 Reason.NEEDS_HUMAN,
                 f"domain {et.domain} fails closed: only a human (principals.humans) may pick "
@@ -241,15 +242,18 @@ def resolve(state: GraphState, cmd: Command, d: Decision) -> None:
     d["detail"] = f"{c['resolver']}: {winner} wins. {c['rationale'][:200]}"
 
 
-def fallback_claims(state: GraphState, claims: Sequence[str], et: EdgeType) -> list[str]:
-    """The claims holding the domain's fallback value (or, failing closed, a denial)."""
+def fallback_claims(
+    state: GraphState, claims: Sequence[str], et: EdgeType, d: Decision
+) -> list[str]:
+    """The claims holding the domain's fallback value (revision 1, failing closed: or a
+    denial; from revision 2 a denial is not the safe value, and the conflict escalates)."""
     value = et.fallback.value
     pick = [
         x
         for x in claims
         if state.claims[x].asserts and edge_parts(state.claims[x].edge)[4] == value
     ]
-    if not pick and et.fallback.fails_closed:
+    if not pick and et.fallback.fails_closed and not at_least(d, 2):
         pick = [x for x in claims if not state.claims[x].asserts]
     if not pick:
         return []

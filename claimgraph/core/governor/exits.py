@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from claimgraph.core.entities import reader_key
 from claimgraph.core.governance import iso_utc as _iso
 from claimgraph.core.governor.base import Refusal, check_id, check_text
 from claimgraph.core.governor.conflicts import (
@@ -18,6 +19,7 @@ from claimgraph.core.governor.conflicts import (
     release_into,
     require_resolver,
 )
+from claimgraph.core.governor.revisions import at_least
 from claimgraph.core.model import (
     LIMITS,
     Command,
@@ -69,13 +71,17 @@ def read_blocked(state: GraphState, cmd: Command, d: Decision) -> None:
     if not 1 <= c["count"] <= 1_000_000:
         raise Refusal(Reason.INVALID_FIELD, f"count must be in 1..1000000, got {c['count']}")
     conflict = open_conflict(state, c["conflict_id"])
+    count = c["count"]
+    if at_least(d, 2):
+        _counts_once(state, c, conflict)
+        count = 1  # a (reader, run, conflict) counts once, however many reads it reports
     d["kind"] = "accepted"
     d["reason"] = Reason.READ_BLOCKED.value
     d["target"] = c["conflict_id"]
-    d["count"] = c["count"]
+    d["count"] = count
     d["run_id"] = c["run_id"]
-    total = conflict.blocked_reads + c["count"]
-    d["detail"] = f"{c['count']} blocked read(s); {total} in all"
+    total = conflict.blocked_reads + count
+    d["detail"] = f"{count} blocked read(s); {total} in all"
     et = state.edge_type(conflict.edge_type)
     if et is None or conflict.escalated_at is not None:
         return
@@ -101,6 +107,33 @@ def read_blocked(state: GraphState, cmd: Command, d: Decision) -> None:
         )
 
 
+def _counts_once(state: GraphState, c: ReadBlockedCommand, conflict: ConflictState) -> None:
+    """Revision 2: only a run's reads count, once per (authenticated reader, run, conflict),
+    and only from a run pinned at a version where the conflict was open — all decided from
+    the command and the governor's own state, never from the runs log."""
+    run, pinned = c["run_id"], c.get("pinned_version", -1)
+    if run is None:
+        raise Refusal(Reason.INVALID_FIELD, "a blocked read counts only from a run: run_id")
+    if not 0 <= pinned <= state.known_head():
+        raise Refusal(
+            Reason.INVALID_FIELD,
+            f"pinned_version must be the run's pinned version, 0..{state.known_head()}; "
+            f"got {pinned}",
+        )
+    if pinned < conflict.opened_at:
+        raise Refusal(
+            Reason.NOT_BLOCKED,
+            f"run {run[:80]!r} is pinned at version {pinned}, before conflict "
+            f"{conflict.conflict_id!r} opened at version {conflict.opened_at}: its reads did "
+            "not meet it",
+        )
+    if reader_key(c["agent"], run) in conflict.readers:
+        raise Refusal(
+            Reason.ALREADY_COUNTED,
+            f"run {run[:80]!r} of {c['agent'][:80]!r} was counted for {conflict.conflict_id!r}",
+        )
+
+
 def exit_conflict(
     state: GraphState, conflict: ConflictState, trigger: str, detail: str, d: Decision
 ) -> None:
@@ -108,7 +141,7 @@ def exit_conflict(
     et = state.edge_type(conflict.edge_type)
     action = et.exits.on_exit if et is not None and trigger != "runs" else "escalate"
     if action == "fallback" and et is not None:
-        winners = fallback_claims(state, conflict.claims, et)
+        winners = fallback_claims(state, conflict.claims, et, d)
         if winners:
             release_into(state, winners, d)
             d["dismissed"] += [x for x in conflict.claims if x not in winners]

@@ -32,6 +32,18 @@ CHANGES: dict[int, tuple[str, ...]] = {
     1: ("the rules before revisions were recorded",),
     2: (
         "decisions carry the command's SHA-256 and the hash chain before them (tamper-evident)",
+        "publish_schema: once a graph has a schema, the publisher must be an admin before its "
+        "document is parsed; documents are parsed within YAML bounds (aliases, nodes, depth) "
+        "and CEL rules within theirs (characters, nesting)",
+        "signatures are required when the schema says principals.signatures: required, not "
+        "while a key is active; with no active key, only an admin's register_key is decided",
+        "read_blocked counts once per (authenticated reader, run, conflict), only from a run "
+        "pinned at a version where the conflict was open (pinned_version); count is not trusted",
+        "fail closed by every route: in a fail-closed domain only a human moves a decision slot "
+        "off its safe value (resolve, merge, last-write-wins, a plain claim), and a denial of "
+        "the safe value is not safe; an exit falls back only to a claim of the safe value",
+        "a writer's new claim replaces its own earlier claims in the conflict it joins; a "
+        "conflict whose remaining claims all agree settles (conflict_settled)",
         "Kafka: a command of a graph not placed on the partition its record is in is rejected "
         "(misrouted); records without a key, or whose key is not a graph name, too",
         "a decision whose record would exceed LIMITS['decision_bytes'] is replaced by a "

@@ -20,6 +20,7 @@ from claimgraph.core.schema.types import (
     Rule,
     Writer,
     duration_ms,
+    fail_closed_warnings,
 )
 
 __all__ = [
@@ -34,5 +35,6 @@ __all__ = [
     "Rule",
     "Writer",
     "duration_ms",
+    "fail_closed_warnings",
     "parse_schema",
 ]

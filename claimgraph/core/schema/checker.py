@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import re
+import reprlib
 from typing import Any
 
 from claimgraph.core.model import LIMITS
 from claimgraph.core.schema.types import Pattern
 
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,127}$")
+_BOUNDED = reprlib.Repr()
+_BOUNDED.maxlevel, _BOUNDED.maxlist, _BOUNDED.maxdict = 3, 4, 4
+_BOUNDED.maxstring, _BOUNDED.maxother = 60, 40
 
 
 class Checker:
-    def __init__(self) -> None:
+    """Collects problems; ``strict`` (rules revision 2 on) bounds what messages show."""
+
+    def __init__(self, *, strict: bool = True) -> None:
         self.problems: list[tuple[str, str]] = []
+        self.strict = strict
+
+    def show(self, value: Any) -> str:
+        """A value in a message: bounded in strict mode (never expands a whole structure)."""
+        return _BOUNDED.repr(value) if self.strict else repr(value)
 
     def fail(self, path: str, message: str) -> None:
         self.problems.append((path, message))
@@ -52,7 +63,8 @@ class Checker:
 
     def choice(self, value: Any, path: str, options: tuple[str, ...]) -> str | None:
         if value not in options:
-            self.fail(path, f"{value!r} is not allowed; expected one of: {', '.join(options)}")
+            shown = self.show(value)
+            self.fail(path, f"{shown} is not allowed; expected one of: {', '.join(options)}")
             return None
         return str(value)
 

@@ -2,11 +2,18 @@
 
 Parsing is pure, so a document is parsed once per process: :func:`parse_schema` keeps the
 last few schemas by the digest of their text (every reader and the governor share them).
+
+A document is hostile until parsed: YAML is composed into nodes first (aliases stay shared
+nodes, so a 400-byte alias bomb costs nothing yet), the node graph is measured — aliases,
+nodes counted with every alias expanded, depth, cycles — against :data:`STRICT` (governor
+rules revision 2 on, and ``claimgraph schema check``) or the catastrophe bounds of
+:data:`LENIENT` (revision 1, and documents already accepted), and only then constructed.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -156,36 +163,149 @@ def _edge_type(c: Checker, raw: Any, path: str, nodes: set[str]) -> EdgeType | N
     )
 
 
-def parse_schema(document: str, source: str = "<schema>") -> GraphSchema:
+@dataclass(frozen=True, slots=True)
+class YamlLimits:
+    """Bounds on a YAML document's node graph, checked before anything is constructed."""
+
+    aliases: int | None  # alias uses (None: unbounded)
+    nodes: int  # nodes, counting each alias as the whole subtree it names
+    depth: int  # nesting of sequences and mappings
+
+
+SIGNATURES = ("required", "optional")  # principals.signatures (rules revision 2 on)
+STRICT = YamlLimits(aliases=64, nodes=20_000, depth=32)
+LENIENT = YamlLimits(aliases=None, nodes=1_000_000, depth=256)
+
+
+def parse_schema(
+    document: str, source: str = "<schema>", *, rules: int | None = None
+) -> GraphSchema:
     """Parse and validate a schema document; raise :class:`SchemaError` listing every problem.
 
-    The result is shared: the same (document, source) parses once per process.
+    ``rules`` is the governor rules revision deciding a ``publish_schema`` (1: the rules
+    before revisions, 2 on: :data:`STRICT` bounds, ``principals.signatures``); ``None`` reads
+    a document that was already accepted. The result is shared: the same (document, source,
+    rules) parses once per process.
     """
-    key = (hashlib.sha256(document.encode("utf-8", "surrogatepass")).digest(), source)
+    digest = hashlib.sha256(document.encode("utf-8", "surrogatepass")).digest()
+    key = (digest, source, rules)
     hit = _PARSED.get(key)
     if hit is None:
-        hit = _parse(document, source)
+        hit = _parse(document, source, rules)
         if len(_PARSED) >= _PARSED_MAX:
             del _PARSED[next(iter(_PARSED))]  # the oldest first
         _PARSED[key] = hit
     return hit
 
 
-_PARSED: dict[tuple[bytes, str], GraphSchema] = {}
+_PARSED: dict[tuple[bytes, str, int | None], GraphSchema] = {}
 _PARSED_MAX = 32
 
 
-def _parse(document: str, source: str) -> GraphSchema:
-    if len(document.encode("utf-8")) > LIMITS["document"]:
-        raise SchemaError(source, [("", f"document is larger than {LIMITS['document']} bytes")])
+def _load(document: str, source: str, limits: YamlLimits) -> Any:
+    """Compose, measure, then construct: a document over ``limits`` never gets built."""
+    _scan_depth(document, source, limits)
     try:
-        raw = yaml.safe_load(document)
+        loader = yaml.SafeLoader(document)
+    except yaml.YAMLError as exc:  # the reader refuses control characters up front
+        raise SchemaError(source, [("", f"not valid YAML: {exc}")]) from None
+    try:
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise SchemaError(source, [("", "not valid YAML: nested too deeply")]) from None
+        if node is None:
+            return None
+        problem = _measure(node, limits)
+        if problem is not None:
+            raise SchemaError(source, [("", problem)])
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise SchemaError(source, [(where, f"not valid YAML: {problem}")]) from None
-    c = Checker()
+    finally:
+        loader.dispose()
+
+
+def _scan_depth(document: str, source: str, limits: YamlLimits) -> None:
+    """Refuse a document nested too deeply before composing it (composing recurses).
+
+    Flow brackets are counted in the text first, in one pass: PyYAML's scanner takes time
+    quadratic in flow nesting before it yields the first events.
+    """
+    depth = deepest = 0
+    for ch in document:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}" and depth:
+            depth -= 1
+    if deepest > limits.depth:
+        raise SchemaError(source, [("", f"the document nests deeper than {limits.depth} levels")])
+    depth = 0
+    try:
+        for event in yaml.parse(document, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > limits.depth:
+                    raise SchemaError(
+                        source, [("", f"the document nests deeper than {limits.depth} levels")]
+                    )
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        return  # composing reports it, with its line and column
+
+
+def _measure(root: yaml.Node, limits: YamlLimits) -> str | None:
+    """What makes the node graph exceed ``limits`` (None: it fits), without expanding it."""
+    size: dict[int, int] = {}  # id(node) → nodes under it, aliases expanded
+    deep: dict[int, int] = {}  # id(node) → its depth
+    on_path: set[int] = set()
+    aliases = 0
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        nid = id(node)
+        kids: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            kids = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            kids = [x for pair in node.value for x in pair]
+        if done:
+            on_path.discard(nid)
+            size[nid] = 1 + sum(size[id(k)] for k in kids)
+            deep[nid] = 1 + max((deep[id(k)] for k in kids), default=0)
+            if size[nid] > limits.nodes:
+                return f"the document expands to more than {limits.nodes} YAML nodes"
+            if deep[nid] > limits.depth:
+                return f"the document nests deeper than {limits.depth} levels"
+            continue
+        if nid in size:  # seen before: an alias of a finished node
+            aliases += 1
+            if limits.aliases is not None and aliases > limits.aliases:
+                return f"the document uses more than {limits.aliases} YAML aliases"
+            continue
+        if nid in on_path:
+            return "the document refers to itself (a recursive YAML alias)"
+        on_path.add(nid)
+        stack.append((node, True))
+        for k in reversed(kids):
+            if id(k) in on_path:
+                return "the document refers to itself (a recursive YAML alias)"
+            stack.append((k, False))
+    return None
+
+
+def _parse(document: str, source: str, rules: int | None) -> GraphSchema:
+    if len(document.encode("utf-8", "surrogatepass")) > LIMITS["document"]:
+        raise SchemaError(source, [("", f"document is larger than {LIMITS['document']} bytes")])
+    strict = rules is not None and rules >= 2  # bounds of revision 2 (None: already accepted)
+    raw = _load(document, source, STRICT if strict else LENIENT)
+    c = Checker(strict=strict)
+    newer = rules is None or rules >= 2  # what revision 2 added to the document
     if not isinstance(raw, dict):
         raise SchemaError(
             source, [("", f"expected a mapping with node_types and edge_types, got {kind_of(raw)}")]
@@ -210,6 +330,7 @@ def _parse(document: str, source: str) -> GraphSchema:
     admins: tuple[Pattern, ...] = ()
     resolvers: tuple[Pattern, ...] = ()
     humans: tuple[Pattern, ...] = ()
+    signatures = False
     pr = raw.get("principals")
     if pr is not None:
         if not isinstance(pr, dict):
@@ -218,7 +339,11 @@ def _parse(document: str, source: str) -> GraphSchema:
                 f"expected a mapping {{admins: [...], resolvers: [...]}}, got {kind_of(pr)}",
             )
         else:
-            c.keys(pr, "principals", ("admins", "resolvers", "humans"), ("admins",))
+            known = ("admins", "resolvers", "humans", *(("signatures",) if newer else ()))
+            c.keys(pr, "principals", known, ("admins",))
+            if newer and "signatures" in pr:
+                sig = c.choice(pr["signatures"], "principals.signatures", SIGNATURES)
+                signatures = sig == "required"
             admins = c.patterns(pr.get("admins"), "principals.admins")
             resolvers = c.patterns(pr.get("resolvers"), "principals.resolvers")
             humans = c.patterns(pr.get("humans"), "principals.humans")
@@ -251,4 +376,5 @@ def _parse(document: str, source: str) -> GraphSchema:
         source=source,
         document=document,
         humans=humans,
+        signatures_required=signatures,
     )

@@ -168,9 +168,21 @@ def parse_decision_checks(c: Checker, raw: Any, path: str) -> DecisionChecks | N
     )
 
 
+# Bounds on a CEL expression, checked before it is compiled (rules revision 2 on): lark's
+# parser and cel-python's evaluator take time and stack in proportion to both.
+CEL_MAX_CHARS = 2048
+CEL_MAX_NESTING = 24
+
+
 def _cel(c: Checker, value: Any, path: str) -> str | None:
     if not isinstance(value, str) or not value.strip():
         c.fail(path, f"expected a CEL expression (text), got {kind_of(value)}")
+        return None
+    if c.strict and len(value) > CEL_MAX_CHARS:
+        c.fail(path, f"the CEL expression has {len(value)} characters; at most {CEL_MAX_CHARS}")
+        return None
+    if c.strict and _nesting(value) > CEL_MAX_NESTING:
+        c.fail(path, f"the CEL expression nests deeper than {CEL_MAX_NESTING} brackets")
         return None
     from claimgraph.core.rules import (
         compile_cel,  # CEL (cel-python): a sandboxed expression language
@@ -298,3 +310,15 @@ def parse_resolvers(c: Checker, raw: Any, path: str) -> tuple[ResolverSpec, ...]
             c.keys(conf, kp, (), ())
             out.append(ResolverSpec(kind, name=kind))
     return tuple(out)
+
+
+def _nesting(expr: str) -> int:
+    """The deepest bracket nesting of ``expr`` (strings are not special-cased: a bound only)."""
+    depth = deepest = 0
+    for ch in expr:
+        if ch in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]}" and depth:
+            depth -= 1
+    return deepest

@@ -41,6 +41,7 @@ __all__ = [
     "Rule",
     "Writer",
     "duration_ms",
+    "fail_closed_warnings",
 ]
 
 FALLBACK_MODES = ("fail_closed", "default", "escalate")
@@ -99,8 +100,14 @@ class Fallback:
     def fails_closed(self) -> bool:
         return self.mode == "fail_closed"
 
-    def is_safe(self, asserts: bool, object_id: str) -> bool:
-        """Whether an outcome is conservative: a denial, or one of the safe values."""
+    def is_safe(self, asserts: bool, object_id: str, *, strict: bool = False) -> bool:
+        """Whether an outcome is conservative: one of the safe values asserted.
+
+        ``strict`` (governor rules revision 2 on): a denial is not safe — denying REJECT
+        leaves the way open to APPROVE. Without it (revision 1) any denial counted as safe.
+        """
+        if strict:
+            return asserts and (object_id == self.value or object_id in self.safe)
         return not asserts or object_id == self.value or object_id in self.safe
 
 
@@ -198,6 +205,8 @@ class GraphSchema:
     source: str
     document: str
     humans: tuple[Pattern, ...] = ()
+    # principals.signatures: required — every command must be signed (rules revision 2 on)
+    signatures_required: bool = False
     _auth_cache: dict[tuple[str, str, str], bool] = field(
         default_factory=dict, compare=False, repr=False
     )
@@ -239,3 +248,31 @@ def duration_ms(text: str) -> int | None:
         return None
     ms = int(float(m.group(1)) * _UNIT_MS[m.group(2)])
     return ms if ms > 0 else None
+
+
+def fail_closed_warnings(schema: GraphSchema) -> list[tuple[str, str]]:
+    """Combinations under which an edge type in a fail-closed domain cannot fail closed.
+
+    (edge type, why) pairs; ``claimgraph schema check`` prints them. None of them is an
+    error: the governor still refuses every automatic move off the safe value.
+    """
+    out: list[tuple[str, str]] = []
+    for et in schema.edge_types.values():
+        if not et.fallback.fails_closed:
+            continue
+        if not et.subject_exclusive:
+            out.append(
+                (et.name, "its subject has no exclusive slot (cardinality), so there is no "
+                 "single decision a reader is served the fallback value for"),
+            )  # fmt: skip
+        if not schema.humans:
+            out.append(
+                (et.name, f"principals.humans is empty: nobody may ever move a decision off "
+                 f"{et.fallback.value!r}"),
+            )  # fmt: skip
+        if et.on_unknown == OnUnknown.HALT:
+            out.append(
+                (et.name, "on_unknown: halt raises on an unknown slot instead of serving "
+                 f"{et.fallback.value!r}"),
+            )  # fmt: skip
+    return out
