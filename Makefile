@@ -52,6 +52,7 @@ bench: $(STAMP) kafka-fetch
 	$(BIN)/python tools/bench_kafka.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_http.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_versions.py --out BENCHMARKS.md
+	$(BIN)/python tools/bench_chain.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_agents.py --out BENCHMARKS.md
 
 clean:

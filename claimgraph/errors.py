@@ -11,6 +11,7 @@ ClaimgraphError                  1  500      root; nothing is raised as the root
 ├── ConfigError                  2  422      bad options, missing data directory, wrong graph
 ├── SchemaError                  3  422      a graph schema (policy YAML) is invalid; file, path
 ├── InputError                   4  422      a command given at the edge is malformed
+│   └── LimitError               4  413/429  it exceeds a documented limit (size, count, slots)
 ├── VersionError                 5  409      a read at a version that cannot be served
 │   ├── VersionNotYetAvailable   5  409      above head, and the wait timed out
 │   └── VersionPruned            5  410      below the retention horizon (never a wrong answer)
@@ -31,9 +32,11 @@ ClaimgraphError                  1  500      root; nothing is raised as the root
 
 Not in the tree, on purpose: control-flow signals that never leave their module —
 ``core.governor.base.Refusal`` (a rule refusing a command: it becomes a ``rejected``
-decision) and ``streams.kafka._Stuck`` (a librdkafka call past its bound: the producer is
-abandoned). ``core.avro``'s ``AvroDecodeError`` and ``UnsupportedSchema`` are the codec's own,
-and ``core.wire`` turns the first into :class:`DecodeError`.
+decision), ``streams.kafka._Stuck`` (a librdkafka call past its bound: the producer is
+abandoned) and ``core.rules._OverBudget`` (a CEL evaluation past its limits, raised through
+celpy as a BaseException so celpy cannot swallow it; it becomes a :class:`RuleError`).
+``core.avro``'s ``AvroDecodeError`` and ``UnsupportedSchema`` are the codec's own, and
+``core.wire`` turns the first into :class:`DecodeError`.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ __all__ = [
     "GovernorFenced",
     "InputError",
     "IntegrityError",
+    "LimitError",
     "NotFoundError",
     "ResolverError",
     "RuleError",
@@ -103,6 +107,22 @@ class InputError(ClaimgraphError):
     """A command given at the edge (JSON line, CLI flags) is malformed."""
 
     exit_code = 4
+
+
+class LimitError(InputError):
+    """Input beyond a documented limit (README's table of limits), refused before the work.
+
+    ``reason`` is the reason code it answers with (``too_large``: 413, a body, a line, a run's
+    trace; ``too_many``: 429, more requests, waits or pins at once than one principal may
+    hold), ``limit`` the limit's name and ``status`` the HTTP status.
+    """
+
+    def __init__(self, reason: str, limit: str, detail: str, status: int = 413) -> None:
+        self.reason = reason
+        self.limit = limit
+        self.detail = detail
+        self.status = status
+        super().__init__(f"{detail} (limit: {limit})")
 
 
 class DecodeError(ClaimgraphError):
@@ -226,7 +246,7 @@ class ArbiterError(ResolverError):
 class CorruptionError(IntegrityError):
     """Stored bytes failed a checksum or are cut short; ``path`` names the file or directory."""
 
-    def __init__(self, message: str, path: str, version: int | None = None) -> None:
+    def __init__(self, message: str, path: str = "", version: int | None = None) -> None:
         self.path = path
         super().__init__(message, version)
 
@@ -234,6 +254,6 @@ class CorruptionError(IntegrityError):
 class DiskFullError(StorageError):
     """A write failed for lack of disk space (nothing was decided); ``path`` names the store."""
 
-    def __init__(self, message: str, path: str) -> None:
+    def __init__(self, message: str, path: str = "") -> None:
         self.path = path
         super().__init__(message)

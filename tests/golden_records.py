@@ -164,6 +164,14 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "task": "",
         "to": 2,
     },
+    "place": {
+        "type": "place",
+        "command_id": "place-1",
+        "graph": "platform",
+        "agent": "claimgraph-kafka",
+        "task": "place",
+        "partition": 3,
+    },
 }
 
 RUN_EVENT: dict[str, Any] = {

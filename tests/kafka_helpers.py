@@ -1,4 +1,5 @@
-"""Helpers for the Kafka tests: a fresh topic prefix, a governor thread, CLI processes."""
+"""Helpers for the Kafka tests: a fresh topic prefix, a governor thread, CLI processes, a
+reader that waits for decisions."""
 
 from __future__ import annotations
 
@@ -7,17 +8,25 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from claimgraph.logs.kafka import KafkaConfig, init_topics
+from confluent_kafka import Consumer, TopicPartition
+
+from claimgraph.core.model import Decision
+from claimgraph.core.wire import decode_decision
+from claimgraph.logs.kafka import KafkaConfig
+from claimgraph.logs.kafka_layout import init_topics, place_graph
 from claimgraph.streams.kafka import KafkaGovernor
 from tests.conftest import ROOT
 
 
-def fresh_config(bootstrap: str, partitions: int = 2, replication: int = 1) -> KafkaConfig:
-    """A KafkaConfig with a new topic prefix, topics created."""
+def fresh_config(
+    bootstrap: str, partitions: int = 2, replication: int = 1, graphs: Sequence[str] = ("test",)
+) -> KafkaConfig:
+    """A KafkaConfig with a new topic prefix, topics created and ``graphs`` placed (each
+    graph's first command is its ``place`` record)."""
     cfg = KafkaConfig(
         bootstrap,
         prefix=f"t{uuid.uuid4().hex[:10]}",
@@ -25,6 +34,8 @@ def fresh_config(bootstrap: str, partitions: int = 2, replication: int = 1) -> K
         replication=replication,
     )
     init_topics(cfg)
+    for graph in graphs:
+        place_graph(cfg, graph)
     return cfg
 
 
@@ -74,3 +85,39 @@ def cli_process(cfg: KafkaConfig, graph: str, *args: str) -> subprocess.Popen[by
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+
+
+class Decisions:
+    """A read_committed reader of one decisions partition, by input offset: what a test waits
+    on instead of sleeping."""
+
+    def __init__(self, cfg: KafkaConfig, partition: int) -> None:
+        self.consumer = Consumer(
+            cfg.client(
+                **{
+                    "group.id": "test-decisions-reader",
+                    "isolation.level": "read_committed",
+                    "enable.auto.commit": False,
+                }
+            )
+        )
+        self.consumer.assign([TopicPartition(cfg.decisions_topic, partition, 0)])
+        self.by_input: dict[int, list[tuple[bytes | None, Decision, int]]] = {}
+
+    def until(self, offsets: set[int], seconds: float = 60.0) -> None:
+        """Read until every input offset has a decision (fails naming those that have none
+        after ``seconds`` without a new record: a stalled partition)."""
+        waited = 0.0
+        while not offsets <= self.by_input.keys():
+            msgs = self.consumer.consume(num_messages=1000, timeout=0.5)
+            waited = 0.0 if msgs else waited + 0.5
+            assert waited < seconds, f"no decision for {sorted(offsets - self.by_input.keys())}"
+            for m in msgs:
+                assert m.error() is None, m.error()
+                d = decode_decision(m.value() or b"")
+                self.by_input.setdefault(d["input_offset"], []).append(
+                    (m.key(), d, int(m.offset() or 0))
+                )
+
+    def close(self) -> None:
+        self.consumer.close()

@@ -55,9 +55,11 @@ def test_runs_list_show_replay(tmp_path: Path) -> None:
 
 
 def test_keys_from_the_cli_make_the_graph_require_signatures(tmp_path: Path) -> None:
-    """key generate + register: unsigned commands are then rejected, signed ones admitted."""
+    """key generate + register, and a schema that requires signatures: unsigned commands are
+    then rejected, signed ones admitted."""
+    signed = SCHEMA.replace("  admins: [admin]\n", "  admins: [admin]\n  signatures: required\n")
     with claimgraph.open(tmp_path / "g", create=True) as g:
-        g.publish_schema(SCHEMA, agent="admin")
+        g.publish_schema(signed, agent="admin")
     d = ["--data", str(tmp_path / "g")]
     gen = _run(["key", "generate", str(tmp_path / "admin-1.pem")], tmp_path)
     assert gen.returncode == 0, gen.stderr
@@ -85,4 +87,5 @@ def test_keys_from_the_cli_make_the_graph_require_signatures(tmp_path: Path) -> 
         tmp_path,
     )
     assert again.returncode == 0 and "key_revoked" in again.stdout, again.stdout + again.stderr
-    assert json.loads(_run(grant, tmp_path).stdout)["reason"] == "granted"
+    after = json.loads(_run(grant, tmp_path).stdout)  # revoking the last key turns nothing off
+    assert after["reason"] == "unsigned" and "no signing key is active" in after["detail"]

@@ -148,6 +148,10 @@ def _sample(cls: type[ClaimgraphError]) -> list[ClaimgraphError]:
             errors.AuthError(Reason.UNAUTHENTICATED, "no token", 401),
             errors.AuthError(Reason.NOT_ADMIN, "not an admin", 403),
         ],
+        errors.LimitError: [
+            errors.LimitError("too_large", "--max-body", "the body has 3 MiB", 413),
+            errors.LimitError("too_many", "--max-waits", "4 waits at once", 429),
+        ],
     }
     return made[cls] if cls in made else [cls("boom")]
 
@@ -201,6 +205,7 @@ def test_cli_exits_with_the_family_code(
         ("StorageError", errors.StorageError),
         ("FencedError", errors.FencedError),
         ("GovernorFenced", errors.FencedError),
+        ("LimitError", errors.LimitError),
     ],
 )
 def test_sdk_raises_the_family_the_server_answered(
@@ -220,6 +225,7 @@ def test_sdk_raises_the_family_the_server_answered(
 NOT_IN_THE_TREE = {
     "claimgraph.core.governor.base.Refusal",
     "claimgraph.streams.kafka._Stuck",
+    "claimgraph.core.rules._OverBudget",
     "claimgraph.core.avro.varints.AvroDecodeError",
     "claimgraph.core.avro.nodes.UnsupportedSchema",
 }

@@ -36,7 +36,7 @@ edge_types:
 
 
 def test_ticker_deadlines_and_resolvers_on_kafka(kafka_broker: Any, tmp_path: Path) -> None:
-    cfg = fresh_config(kafka_broker.bootstrap)
+    cfg = fresh_config(kafka_broker.bootstrap, graphs=("pay",))
     with KafkaGraph(cfg, "pay") as g, governor_thread(cfg, g.partition):
         assert g.publish_schema(SCHEMA, agent="admin").kind == "accepted"
         g.assert_("refund_decision", "refund:R1", "verdict:REJECT", agent="risk-agent")

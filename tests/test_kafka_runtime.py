@@ -11,7 +11,8 @@ import pytest
 
 from claimgraph.core.wire import decode_decision
 from claimgraph.errors import GovernorFenced, VersionNotYetAvailable
-from claimgraph.logs.kafka import KafkaConfig, init_topics, read_partition
+from claimgraph.logs.kafka import KafkaConfig, read_partition
+from claimgraph.logs.kafka_layout import init_topics
 from claimgraph.service.audit import compare_with_reprojection
 from claimgraph.service.kafka_graph import KafkaGraph
 from claimgraph.streams.kafka import KafkaGovernor, verify_partition
@@ -100,14 +101,14 @@ def test_end_to_end_on_kafka(kafka_broker: Any, tmp_path: Path) -> None:
         assert (e.state, e.conflict_id) == ("unknown", o2.decision["conflict_id"])
         with pytest.raises(VersionNotYetAvailable):
             r.edge("owns", "service:a", "database:d", at=r.head() + 100, timeout=0.3)
-    assert verify_partition(cfg, g.partition) == (8, 8)
+    assert verify_partition(cfg, g.partition) == (9, 9)  # the place record, then 8 commands
     rows, head = compare_with_reprojection(cfg, "test", tmp_path / "p")
     assert rows > 0 and head == stale.version
 
 
 def test_graphs_sharing_a_partition_keep_separate_state(kafka_broker: Any) -> None:
     """Two graphs on one partition: each has its own schema and claims."""
-    cfg = fresh_config(kafka_broker.bootstrap, partitions=1)
+    cfg = fresh_config(kafka_broker.bootstrap, partitions=1, graphs=("g1", "g2"))
     with KafkaGraph(cfg, "g1") as g1, KafkaGraph(cfg, "g2") as g2, governor_thread(cfg, 0):
         assert g1.publish_schema(SCHEMA, agent="admin").kind == "accepted"
         r = g2.assert_("depends_on", "service:a", "service:b", agent="inventory")
@@ -124,7 +125,7 @@ def test_second_governor_fences_the_first(kafka_broker: Any) -> None:
     first = KafkaGovernor(cfg, 0)
     first.start()
     g.commands.append([_tick(i) for i in range(50)])
-    assert first.run(idle_exit=2.0) == 50
+    assert first.run(idle_exit=2.0) == 51  # the graph's place record, then 50 ticks
     g.commands.append([_tick(i) for i in range(50, 100)])
     second = KafkaGovernor(cfg, 0)
     second.start()  # init_transactions with the same transactional.id: the first is a zombie
@@ -136,8 +137,8 @@ def test_second_governor_fences_the_first(kafka_broker: Any) -> None:
     second.close()
     decisions = read_partition(cfg, cfg.decisions_topic, 0)
     inputs = [decode_decision(rec.value)["input_offset"] for rec, _ in decisions]
-    assert sorted(inputs) == list(range(100)) and len(inputs) == 100
-    assert verify_partition(cfg, 0) == (100, 100)
+    assert sorted(inputs) == list(range(101)) and len(inputs) == 101
+    assert verify_partition(cfg, 0) == (101, 101)
     g.close()
 
 
@@ -156,24 +157,24 @@ def test_governor_restart_resumes_exactly(kafka_broker: Any) -> None:
     g.commands.append([_tick(i) for i in range(30)])
     gov = KafkaGovernor(cfg, 0, batch_size=7)
     gov.start()
-    assert gov.run(idle_exit=1.5) == 30
+    assert gov.run(idle_exit=1.5) == 31  # the graph's place record, then 30 ticks
     gov.close()
     g.commands.append([_tick(i) for i in range(30, 45)])
     gov = KafkaGovernor(cfg, 0)
     gov.start()
-    assert gov.states["test"].decisions == 30  # rebuilt from the decisions log
+    assert gov.states["test"].decisions == 31  # rebuilt from the decisions log
     assert gov.run(idle_exit=1.5) == 15
     gov.close()
-    assert verify_partition(cfg, 0) == (45, 45)
+    assert verify_partition(cfg, 0) == (46, 46)
     g.close()
 
 
 def test_kafka_init_is_idempotent_and_explains(kafka_broker: Any) -> None:
-    """kafka init creates the topics once and then reports what exists."""
+    """kafka init creates the topics once and then reports that it checked them."""
     cfg = KafkaConfig(kafka_broker.bootstrap, prefix=f"init{int(time.time() * 1000)}", partitions=3)
     first = init_topics(cfg)
-    assert [line.split()[0] for line in first] == ["created"] * 3
+    assert [line.split()[0] for line in first] == ["created"] * 4
     assert any("LogAppendTime" in line for line in first)
     again = init_topics(cfg)
-    assert [line.split()[0] for line in again] == ["exists"] * 3
-    assert "3 partitions" in again[0]
+    assert [line.split()[0] for line in again] == ["checked"] * 4
+    assert "3 partitions" in again[0] and "settings ok" in again[0]

@@ -36,7 +36,8 @@ def _wait_for_topics(cfg: KafkaConfig, timeout: float = 20.0) -> None:
 
 
 def test_signed_producer_and_runs_on_kafka(kafka_broker: Any, tmp_path: Path) -> None:
-    """Signed commands admitted, unsigned and replayed refused; a run's trace replays."""
+    """With a schema that requires signatures: signed commands admitted, unsigned and
+    replayed refused; a run's trace replays."""
     cfg = fresh_config(kafka_broker.bootstrap)
     _wait_for_topics(cfg)
     admin, inv = Signer.generate("admin-1"), Signer.generate("inv-1")
@@ -49,6 +50,10 @@ def test_signed_producer_and_runs_on_kafka(kafka_broker: Any, tmp_path: Path) ->
         assert g.register_key("inv-1", "inventory", inv.public_bytes, agent="admin").decision[
             "signed_by"
         ] == ("admin-1")
+        signed = SCHEMA.replace(
+            "  admins: [admin]\n", "  admins: [admin]\n  signatures: required\n"
+        )
+        assert g.publish_schema(signed, agent="admin").kind == "accepted"  # signed by admin-1
         g.signer = inv
         ok = g.assert_("owns", "service:a", "database:d", agent="inventory", command_id="c1")
         assert (ok.kind, ok.decision["signed_by"]) == ("accepted", "inv-1")
@@ -61,7 +66,7 @@ def test_signed_producer_and_runs_on_kafka(kafka_broker: Any, tmp_path: Path) ->
         proj = KafkaProjector(cfg, "test", tmp_path / "p")
         proj.run(until=replay.version)  # caught up: the last decision is applied
         proj.close()
-    assert verify_partition(cfg, g.partition) == (6, 6)  # re-decided to identical bytes
+    assert verify_partition(cfg, g.partition) == (8, 8)  # place + 7, re-decided identically
     with KafkaGraph(cfg, "test", tmp_path / "p") as r:
         with r.run(agent="inventory", task="audit") as run:
             assert run.version == r.head() == replay.version

@@ -136,10 +136,10 @@ def test_governor_restarts_from_its_snapshot(kafka_broker: Any, tmp_path: Path) 
     gov = KafkaGovernor(cfg, 0, checkpoints=tmp_path / "gov")
     gov.start()
     assert gov.resumed_from is not None
-    assert gov.states["test"].decisions == 61  # snapshot + tail = every decision so far
+    assert gov.states["test"].decisions == 62  # snapshot + tail = place + every decision
     assert gov.run(idle_exit=1.5) == 40
     gov.close()
-    assert verify_partition(cfg, 0) == (101, 101)
+    assert verify_partition(cfg, 0) == (102, 102)
     g.close()
 
 

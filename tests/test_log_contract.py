@@ -22,7 +22,8 @@ def log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Log]:
         store.close()
         return
     broker: Any = request.getfixturevalue("kafka_broker")
-    from claimgraph.logs.kafka import KafkaConfig, KafkaLog, init_topics
+    from claimgraph.logs.kafka import KafkaConfig, KafkaLog
+    from claimgraph.logs.kafka_layout import init_topics
 
     cfg = KafkaConfig(broker.bootstrap, prefix=f"contract-{uuid.uuid4().hex[:8]}", partitions=1)
     init_topics(cfg)

@@ -57,7 +57,7 @@ def _with_fields(raw: dict[str, Any], *fields: dict[str, Any]) -> dict[str, Any]
     return out
 
 
-# decision is at v2 in production (rules revisions): the test adds a v3 on top of it
+# decision is at v3 in production (rules revisions, place): the test adds a v4 on top of it
 DECISION_V2 = _with_fields(
     copy.deepcopy(registry().current("decision").schema),
     {"name": "added_in_v2", "type": "string", "default": NOTE},
@@ -99,11 +99,13 @@ def evolved() -> Iterator[Registry]:
 
 
 def test_production_records_are_the_catalogue_at_v1() -> None:
-    """Every record the wire knows has its packaged versions: v1, and v2 where rules changed."""
+    """Every record the wire knows has its packaged versions: v1; decision v2 (rules
+    revisions) and v3 (the ``place`` command type); read_blocked v2 (pinned_version)."""
     reg = load()
     assert set(reg.records()) == {*COMMANDS, "decision", "run_event"}
     assert {(sv.record, sv.version) for sv in reg.all() if sv.version != 1} == {
         ("decision", 2),
+        ("decision", 3),
         ("read_blocked", 2),
     }
     assert len(fingerprint_table()) == len(reg.all())
@@ -168,7 +170,7 @@ def test_new_fields_round_trip_on_new_records(evolved: Registry) -> None:
     data = encode_decision(decision)  # type: ignore[arg-type]
     assert data[:10] == evolved.current("decision").header
     assert decode_decision(data) == decision
-    assert fingerprint_table()[evolved.current("decision").fingerprint.hex()] == ("decision", 3)
+    assert fingerprint_table()[evolved.current("decision").fingerprint.hex()] == ("decision", 4)
 
 
 def test_upcasters_carry_old_records_over_what_resolution_cannot() -> None:

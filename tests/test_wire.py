@@ -108,6 +108,16 @@ def test_a_decision_revision_1_wrote_reads_with_the_v2_defaults() -> None:
     assert not same_decision(old, DECISION)  # type: ignore[arg-type]
 
 
+def test_a_decision_v2_wrote_reads_as_the_current_version() -> None:
+    """The pinned v2 decision bytes (before ``place`` joined the command types) read back
+    unchanged, and verify re-encodes a replayed decision with v2 to compare them."""
+    old = bytes.fromhex(GOLDEN["decision_v2"])
+    assert old[2:10].hex() == GOLDEN["fingerprints_v2"]["decision"]
+    assert old[2:10].hex() != GOLDEN["fingerprints"]["decision"]
+    assert decode_decision(old) == DECISION
+    assert same_decision(old, DECISION)  # type: ignore[arg-type]
+
+
 def test_a_read_blocked_revision_1_wrote_reads_with_no_pinned_version() -> None:
     """The pinned v1 read_blocked bytes read back with pinned_version -1 (not given)."""
     old = bytes.fromhex(GOLDEN["commands_v1"]["read_blocked"])

@@ -34,11 +34,11 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from rocksdict import AccessType, Options, Rdict  # noqa: E402
 
-from claimgraph.logs.kafka import (  # noqa: E402
-    KafkaConfig,
-    KafkaLog,
-    _wait_for_leaders,
+from claimgraph.logs.kafka import KafkaConfig, KafkaLog  # noqa: E402
+from claimgraph.logs.kafka_layout import (  # noqa: E402
     init_topics,
+    place_graph,
+    wait_for_leaders,
 )
 from claimgraph.projections.rows import input_key, unpack_version  # noqa: E402
 from claimgraph.streams.kafka import KafkaGovernor  # noqa: E402
@@ -79,6 +79,7 @@ def _schema_record() -> bytes:
 
 
 def _load(cfg: KafkaConfig, n: int) -> None:
+    """The schema and ``n`` commands, after the graph's place record (so n + 2 in all)."""
     log = KafkaLog(cfg, cfg.commands_topic, 0, key="test")
     log.append([_schema_record()])
     for start in range(0, n, 10_000):
@@ -110,7 +111,7 @@ def copy_loop(cfg: KafkaConfig, n: int, batch: int, batch_ms: int) -> float:
     consumer.assign([TopicPartition(cfg.commands_topic, 0, 0)])
     done = 0
     start = None
-    while done < n + 1:
+    while done < n + 2:
         msgs = [m for m in consumer.consume(batch, batch_ms / 1000) if m.error() is None]
         if not msgs:
             continue
@@ -146,7 +147,7 @@ def governor_rate(cfg: KafkaConfig, n: int, batch: int, batch_ms: int) -> float:
 
     gov = KafkaGovernor(cfg, 0, batch_size=batch, batch_ms=batch_ms, on_batch=on_batch)
     gov.start()
-    gov.run(max_commands=n + 1)
+    gov.run(max_commands=n + 2)
     gov.close()
     # from the end of the first transaction to the end of the last one
     first_t, first_k = marks[0]
@@ -159,7 +160,7 @@ def projector_rate(cfg: KafkaConfig, path: Path, n: int) -> float:
     proj.start()
     start = time.perf_counter()
     done = 0
-    while done < n + 1:
+    while done < n + 2:
         done += proj.step(timeout=0.5)
     rate = done / (time.perf_counter() - start)
     proj.close()
@@ -266,11 +267,12 @@ def main() -> None:
     try:
         cfg = KafkaConfig(broker.bootstrap, prefix="bench", partitions=1)
         init_topics(cfg)
+        place_graph(cfg, "test")
         from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
         admin = AdminClient(cfg.client())
         admin.create_topics([NewTopic("bench.copy", 1, 1)])["bench.copy"].result(30)
-        _wait_for_leaders(admin, ["bench.copy"], 30)
+        wait_for_leaders(admin, ["bench.copy"], 30)
         _say(f"loading {n:,} commands ...")
         _load(cfg, n)
         _say("copy loop baseline ...")
@@ -282,6 +284,7 @@ def main() -> None:
         _say(f"  {proj:,.0f}/s; latency at 1,000/s for {seconds:g}s ...")
         lcfg = KafkaConfig(broker.bootstrap, prefix="lat", partitions=1)
         init_topics(lcfg)
+        place_graph(lcfg, "test")
         lat = latency(lcfg, work, 1000, seconds)
     finally:
         broker.stop()

@@ -16,8 +16,9 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from claimgraph.errors import ConfigError
+from claimgraph.errors import ConfigError, InputError
 from claimgraph.service.graph import DEFAULT_GRAPH, Receipt, open_graph
+from claimgraph.service.inputs import to_millis
 
 if TYPE_CHECKING:
     from claimgraph.logs.kafka import KafkaConfig
@@ -196,10 +197,16 @@ def print_receipt(r: Receipt, as_json: bool) -> None:
         out.print(decision_line(r), markup=False)
 
 
-def when(value: str | None) -> int | str | None:
+def when(value: str | None) -> int | None:
+    """A time option (ms since the epoch, or ISO 8601) as ms; a clear InputError otherwise."""
     if value is None:
         return None
-    return int(value) if value.isdigit() else value
+    if value.isdigit() and len(value) > 19:
+        raise InputError(f"{value[:40]}... ms is out of the signed 64-bit range of a time")
+    try:
+        return to_millis(int(value) if value.isdigit() else value)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
 
 
 def say(text: str) -> None:

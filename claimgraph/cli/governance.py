@@ -176,16 +176,50 @@ def resolvers_run(
         bool, typer.Option("--follow", help="Keep resolving new conflicts until Ctrl-C.")
     ] = False,
     interval: Annotated[str, typer.Option(help="With --follow: time between passes.")] = "2s",
+    cel_max_steps: Annotated[
+        int | None,
+        typer.Option(
+            "--cel-max-steps", min=1, help="Evaluation steps of one CEL rule [default: 50000]."
+        ),
+    ] = None,
+    arbiter_max_output: Annotated[
+        int | None,
+        typer.Option(
+            "--arbiter-max-output", min=1, help="Bytes an arbiter may answer [default: 1 MiB]."
+        ),
+    ] = None,
+    arbiter_max_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--arbiter-max-timeout",
+            min=0.001,
+            help="Seconds: caps each arbiter's timeout from the schema [default: 300].",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run each open conflict's resolver chain once (or keep going with --follow)."""
-    from claimgraph.service.resolvers import run_resolvers
+    """Run each open conflict's resolver chain once (or keep going with --follow).
 
+    Bounded: a CEL rule stops after --cel-max-steps, an arbiter's answer after
+    --arbiter-max-output bytes, and an arbiter command's whole process group is killed at
+    its timeout (at most --arbiter-max-timeout); the chain then moves on.
+    """
+    from dataclasses import replace
+
+    from claimgraph.service.resolvers import RESOLVER_LIMITS, run_resolvers
+
+    d = RESOLVER_LIMITS
+    limits = replace(
+        d,
+        rules=replace(d.rules, max_steps=cel_max_steps or d.rules.max_steps),
+        max_output=arbiter_max_output or d.max_output,
+        max_timeout=arbiter_max_timeout or d.max_timeout,
+    )
     every = _duration_s(interval)
     with graph_session() as g:
         try:
             while True:
-                done = run_resolvers(g, agent=agent)
+                done = run_resolvers(g, agent=agent, limits=limits)
                 for cid, v, r in done:
                     if as_json:
                         emit(

@@ -1,4 +1,4 @@
-"""CLI commands of the Kafka runtime: ``kafka init|status``, ``governor``, ``projector``."""
+"""CLI commands of the Kafka runtime: ``kafka init|place|status``, ``governor``, ``projector``."""
 
 from __future__ import annotations
 
@@ -18,11 +18,14 @@ kafka_app = typer.Typer(help="Topics and status of the Kafka runtime.", no_args_
 
 @kafka_app.command("init")
 def kafka_init(
-    partitions: Annotated[int, typer.Option(help="Partitions of each topic.")] = 4,
+    partitions: Annotated[
+        int, typer.Option(help="Partitions of each partitioned topic (more grows them).")
+    ] = 4,
     replication: Annotated[int, typer.Option(help="Replication factor.")] = 1,
 ) -> None:
-    """Create the commands, decisions and runs topics (idempotent; says what exists)."""
-    from claimgraph.logs.kafka import KafkaConfig, init_topics
+    """Create the topics, or check the ones that exist (fails naming each wrong setting)."""
+    from claimgraph.logs.kafka import KafkaConfig
+    from claimgraph.logs.kafka_layout import init_topics
 
     base = CTX.kafka()
     cfg = KafkaConfig(
@@ -32,6 +35,35 @@ def kafka_init(
         say(line)
 
 
+@kafka_app.command("place")
+def kafka_place(
+    partition: Annotated[
+        int | None,
+        typer.Option(
+            help="Commands partition to place the --graph on (default: where claimgraph put "
+            "it before placement, crc32 of its name over the partitions of the first init)."
+        ),
+    ] = None,
+    agent: Annotated[str, typer.Option(help="Who places it (recorded in the log).")] = (
+        "claimgraph-kafka"
+    ),
+) -> None:
+    """Place the --graph on one partition, once: writers then produce only there."""
+    from claimgraph.logs.kafka_layout import place_graph
+
+    ctx = CTX
+    cfg = ctx.kafka()
+    placed = place_graph(cfg, ctx.graph, partition, agent)
+    if placed.offset is None:
+        say(f"graph {ctx.graph!r} is placed on partition {placed.partition} already")
+    else:
+        say(
+            f"placed graph {ctx.graph!r} on partition {placed.partition} (place record at "
+            f"{cfg.commands_topic}[{placed.partition}]@{placed.offset}; the partition's "
+            f"governor: claimgraph governor --partition {placed.partition})"
+        )
+
+
 @kafka_app.command("status")
 def kafka_status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -39,10 +71,12 @@ def kafka_status(
     """Each partition's head, governor lag and owner (and the --graph's partition)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from claimgraph.logs.kafka import partition_for, topic_partitions
+    from claimgraph.logs.kafka import topic_partitions
+    from claimgraph.logs.kafka_layout import check_layout
 
     ctx = CTX
     cfg = ctx.kafka()
+    registry = check_layout(cfg)
     parts = topic_partitions(cfg, cfg.commands_topic)
     rows = []
     for p in range(parts):
@@ -70,7 +104,7 @@ def kafka_status(
                 "governor_owner": committed.metadata or None,
             }
         )
-    graph_partition = partition_for(ctx.graph, parts)
+    graph_partition = registry.placements.get(ctx.graph)
     if as_json:
         emit(
             {
@@ -78,13 +112,15 @@ def kafka_status(
                 "prefix": cfg.prefix,
                 "graph": ctx.graph,
                 "graph_partition": graph_partition,
+                "placements": registry.placements,
                 "partitions": rows,
             }
         )
         return
+    where = "not placed" if graph_partition is None else f"on partition {graph_partition}"
     say(
-        f"{cfg.bootstrap} prefix {cfg.prefix}: graph {ctx.graph!r} is on partition "
-        f"{graph_partition}"
+        f"{cfg.bootstrap} prefix {cfg.prefix}: graph {ctx.graph!r} is {where}; "
+        f"{len(registry.placements)} graph(s) placed"
     )
     for r in rows:
         say(
@@ -114,16 +150,24 @@ def governor(
     checkpoint_every: Annotated[
         int | None, typer.Option(help="Snapshot after every N decided commands.")
     ] = None,
+    upgrade_oversized: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A rules-revision-1 GRAPH whose command's decision is too large for the "
+            "decisions topic: decide it under the newest revision (rejected too_large), which "
+            "the graph keeps from there on. The governor names the graph when it stops."
+        ),
+    ] = None,
 ) -> None:
     """Run the exactly-once governor for one partition of the commands topic."""
-    from claimgraph.logs.kafka import partition_for, topic_partitions
+    from claimgraph.logs.kafka_layout import placement
     from claimgraph.streams.kafka import KafkaGovernor
     from claimgraph.streams.metrics import GovernorMetrics
 
     ctx = CTX
     cfg = ctx.kafka()
     if partition is None:
-        partition = partition_for(ctx.graph, topic_partitions(cfg, cfg.commands_topic))
+        partition = placement(cfg, ctx.graph)
     metrics = GovernorMetrics(metrics_port, partition, metrics_host)
     if checkpoint_every is not None and checkpoints is None:
         raise ConfigError("--checkpoint-every needs --checkpoints DIR")
@@ -135,6 +179,7 @@ def governor(
         on_batch=metrics.update,
         checkpoints=checkpoints,
         checkpoint_every=checkpoint_every,
+        upgrade_oversized=frozenset(upgrade_oversized or ()),
     )
     signal.signal(signal.SIGTERM, lambda *_: gov.stop())
     try:
@@ -176,12 +221,12 @@ def projector(
 
 def verify_kafka(as_json: bool) -> None:
     """Re-run the governor over the --graph's commands partition."""
-    from claimgraph.logs.kafka import partition_for, topic_partitions
+    from claimgraph.logs.kafka_layout import placement
     from claimgraph.streams.kafka import verify_partition
 
     ctx = CTX
     cfg = ctx.kafka()
-    p = partition_for(ctx.graph, topic_partitions(cfg, cfg.commands_topic))
+    p = placement(cfg, ctx.graph)
     commands, decisions = verify_partition(cfg, p)
     if as_json:
         emit({"ok": True, "partition": p, "commands": commands, "decisions": decisions})

@@ -10,6 +10,7 @@ import typer
 
 from claimgraph.cli.common import CTX, emit, err, graph_session, print_receipt, say
 from claimgraph.errors import ClaimgraphError, ConfigError, IntegrityError
+from claimgraph.http.limits import HTTP_LIMITS, HttpLimits
 
 __all__ = ["key_app", "register", "runs_app", "serve"]
 
@@ -212,11 +213,42 @@ def serve(
             "with --for '*')."
         ),
     ] = None,
+    max_body: Annotated[
+        int, typer.Option(min=1, help="Bytes of one request body (413 past it, unread).")
+    ] = HTTP_LIMITS.max_body,
+    max_depth: Annotated[
+        int, typer.Option(min=1, help="JSON nesting of a body or a trace payload.")
+    ] = HTTP_LIMITS.max_depth,
+    max_requests: Annotated[
+        int, typer.Option(min=1, help="Requests in flight per principal (429 past it).")
+    ] = HTTP_LIMITS.max_requests,
+    max_waits: Annotated[
+        int, typer.Option(min=1, help="Reads waiting for a future version, per principal.")
+    ] = HTTP_LIMITS.max_waits,
+    max_waits_total: Annotated[
+        int, typer.Option(min=1, help="Reads waiting for a future version, in all.")
+    ] = HTTP_LIMITS.max_waits_total,
+    max_wait: Annotated[
+        float, typer.Option(min=0, max=30, help="Seconds one read may wait for its version.")
+    ] = HTTP_LIMITS.max_wait,
+    max_run_events: Annotated[
+        int, typer.Option(min=1, max=10_000, help="Trace events per request.")
+    ] = HTTP_LIMITS.max_run_events,
+    max_run_trace: Annotated[
+        int, typer.Option(min=1, help="Trace events per run (counted per server process).")
+    ] = HTTP_LIMITS.max_run_trace,
+    max_run_bytes: Annotated[
+        int, typer.Option(min=1, help="Bytes of trace payloads per run (idem).")
+    ] = HTTP_LIMITS.max_run_bytes,
+    max_pins: Annotated[
+        int, typer.Option(min=1, help="Live retention pins per principal (429 past it).")
+    ] = HTTP_LIMITS.max_pins,
 ) -> None:
     """Serve the graph over HTTP: the API, the review page (/review) and a ticker.
 
     Embedded by default (--data); with --bootstrap, the Kafka runtime: writes go to the
     commands topic and reads come from the projector's directory given as --data.
+    The --max-* options bound what one request and one principal may cost (README: Limits).
     """
     import uvicorn
 
@@ -241,8 +273,20 @@ def serve(
             raise ConfigError(f"token file {token_path} does not exist")
         generate_token_file(token_path, DEFAULT_PRINCIPALS)
         say(f"created {token_path} with tokens for: admin (admin), reviewer (resolver)")
+    limits = HttpLimits(
+        max_body=max_body,
+        max_depth=max_depth,
+        max_requests=max_requests,
+        max_waits=max_waits,
+        max_waits_total=max_waits_total,
+        max_wait=max_wait,
+        max_run_events=max_run_events,
+        max_run_trace=max_run_trace,
+        max_run_bytes=max_run_bytes,
+        max_pins=max_pins,
+    )
     token_file = TokenFile.load(token_path)
-    app = create_app(graph, token_file, signer=signer)
+    app = create_app(graph, token_file, signer=signer, limits=limits)
     _mount_mcp(app, graph, token_file, host)
     stop = threading.Event()
 

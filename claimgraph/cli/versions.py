@@ -88,7 +88,7 @@ def gc(
 def _gc_kafka(horizon: int | None, keep: int | None, age: int | None, progress: Any) -> Any:
     from confluent_kafka import Consumer, TopicPartition
 
-    from claimgraph.logs.kafka import partition_for, topic_partitions
+    from claimgraph.logs.kafka_layout import placement
     from claimgraph.projections.projector import ProjectionStore
     from claimgraph.projections.retention import PinRegistry, gc_projection, resolve_horizon
 
@@ -100,7 +100,7 @@ def _gc_kafka(horizon: int | None, keep: int | None, age: int | None, progress: 
         cfg = ctx.kafka()
 
         def version_at(t: int) -> int:
-            p = partition_for(ctx.graph, topic_partitions(cfg, cfg.decisions_topic))
+            p = placement(cfg, ctx.graph)
             c = Consumer(cfg.client(**{"group.id": f"{cfg.prefix}-gc"}))
             try:
                 tp = c.offsets_for_times([TopicPartition(cfg.decisions_topic, p, t)], 10)[0]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -25,12 +24,12 @@ from claimgraph.cli.common import (
     schema_app,
     when,
 )
-from claimgraph.core.model import LIMITS
 from claimgraph.core.schema import fail_closed_warnings
-from claimgraph.core.wire import encode_command
 from claimgraph.errors import InputError, NotFoundError
+from claimgraph.service.bounded import INPUT_LIMITS, InputLimits
 from claimgraph.service.graph import Graph, open_graph
 from claimgraph.service.inputs import now_millis, parse_command
+from claimgraph.service.jsonlines import line_record, read_lines
 from claimgraph.service.schemas import load_schema_file
 
 # -- set-up -----------------------------------------------------------------------------------
@@ -107,25 +106,33 @@ def submit(
     agent: Annotated[
         str | None, typer.Option("--agent", "-a", help="Default agent for lines that name none.")
     ] = None,
-    batch: Annotated[int, typer.Option(help="Commands decided per batch.")] = 1000,
+    batch: Annotated[int, typer.Option(min=1, help="Commands decided per batch.")] = 1000,
     strict: Annotated[bool, typer.Option(help="Exit 1 if any command was rejected.")] = False,
+    max_line: Annotated[
+        int, typer.Option("--max-line", min=1, help="Longest line read, in bytes.")
+    ] = INPUT_LIMITS.max_line,
+    max_depth: Annotated[
+        int, typer.Option("--max-depth", min=1, help="Deepest JSON nesting of a line.")
+    ] = INPUT_LIMITS.max_depth,
 ) -> None:
-    """Submit JSON Lines of commands; print one JSON decision per input line.
+    """Submit JSON Lines of commands; print one JSON decision per non-blank input line.
 
-    Lines that are not valid commands are recorded as rejected (reason ``malformed``), so
-    every line gets exactly one decision and nothing is silently dropped.
+    Whatever a line holds (not JSON, too long, too deep, not a command, numbers the wire
+    cannot carry), it is recorded: as its command, or as an ``invalid_input`` record that the
+    governor rejects as ``malformed`` with the line number and the error. Nothing is
+    dropped and one bad line never stops the file. Blank lines are skipped and counted.
     """
+    limits = InputLimits(max_line=max_line, max_depth=max_depth)
     stream = sys.stdin.buffer if file == "-" else open(file, "rb")  # noqa: SIM115
-    rejected = 0
+    rejected = blank = 0
     try:
         with graph_session() as g:
             chunk: list[bytes] = []
-            lineno = 0
-            for raw in stream:
-                lineno += 1
-                if not raw.strip():
+            for lineno, raw, size in read_lines(stream, max_line):
+                if size <= max_line and not raw.strip():
+                    blank += 1
                     continue
-                chunk.append(_to_record(raw, lineno, g.name, agent))
+                chunk.append(line_record(raw, lineno, g.name, agent, limits, size=size))
                 if len(chunk) >= batch:
                     rejected += _submit_chunk(g, chunk)
                     chunk = []
@@ -134,41 +141,12 @@ def submit(
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
+    if blank:
+        err.print(f"{blank} blank line(s) skipped", markup=False)
     if rejected:
         err.print(f"{rejected} command(s) rejected", markup=False)
         if strict:
             raise typer.Exit(1)
-
-
-def _to_record(raw: bytes, lineno: int, graph: str, agent: str | None) -> bytes:
-    try:
-        obj = json.loads(raw)
-        if isinstance(obj, dict) and agent and "agent" not in obj:
-            obj["agent"] = agent
-        return encode_command(parse_command(obj, graph))
-    except (InputError, ValueError, TypeError) as exc:
-        msg = str(exc) if isinstance(exc, InputError) else f"not JSON: {exc}"
-        command_id = ""
-        if isinstance(obj := _loose(raw), dict) and isinstance(obj.get("command_id"), str):
-            command_id = obj["command_id"][: LIMITS["id"]]
-        return encode_command(
-            {
-                "type": "invalid_input",
-                "command_id": command_id,
-                "graph": graph,
-                "agent": agent or "",
-                "task": "",
-                "raw": raw[: LIMITS["raw"]],
-                "error": f"line {lineno}: {msg}"[: LIMITS["detail"]],
-            }
-        )
-
-
-def _loose(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
 
 
 def _submit_chunk(g: Graph, chunk: list[bytes]) -> int:

@@ -14,8 +14,9 @@ Two kinds of sender:
   ``upgrade_rules``;
 * **the system itself** — records no client may send: ``invalid_input`` and ``refused``
   (written by an ingress for input it could not accept), ``signed`` (the envelope a signing
-  producer wraps a command in) and ``tick`` (written by the ticker). A client transport
-  refuses them with a clear reason.
+  producer wraps a command in), ``place`` (written by ``claimgraph kafka place``: the graph
+  lives on this partition of the Kafka commands topic) and ``tick`` (written by the ticker).
+  A client transport refuses them with a clear reason.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class Sender(StrEnum):
     READER = "reader"  # any authenticated principal
     RESOLVER = "resolver"  # a resolver, human or admin of the schema
     ADMIN = "admin"  # an admin of the schema
-    INGRESS = "ingress"  # the system: an ingress or a signing producer
+    INGRESS = "ingress"  # the system: an ingress, a signing producer or the Kafka admin tool
     TICKER = "ticker"  # the system: the ticker
 
 
@@ -167,6 +168,12 @@ _SPECS = (
         "Erase a claim's payload (evidence, reasoning, properties) from every read.",
         ("claim_id", "reason"),
         Sender.ADMIN,
+    ),
+    CommandSpec(
+        "place",
+        "Place the graph on this partition of the Kafka commands topic (kafka place).",
+        ("partition",),
+        Sender.INGRESS,
     ),
 )
 

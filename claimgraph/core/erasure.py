@@ -19,10 +19,11 @@ How it stays deterministic:
 * Reads of the decisions log through the API (``decisions()``, ``claimgraph log``) pass
   through :func:`scrub_decision`, so no read path returns the payload.
 
-The commands and decisions logs themselves are never rewritten (replay and verify need their
-bytes): on the embedded runtime the raw log records keep the payload until the data directory
-is deleted, on Kafka until topic retention removes them. Deployments that must remove those
-bytes too should give the topics a retention period (or encrypt payloads per subject).
+The commands and decisions logs themselves are never rewritten and are kept forever (replay
+and verify need their bytes; on Kafka ``kafka init`` sets and checks ``retention.ms=-1``), so
+their raw records keep the payload: erasure never relies on retention to remove it. Only
+deleting a graph's logs (the embedded data directory, the Kafka topics) removes those bytes;
+a deployment that must not keep them should not put personal data in claims unencrypted.
 """
 
 from __future__ import annotations

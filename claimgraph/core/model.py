@@ -35,6 +35,7 @@ __all__ = [
     "MergeRecord",
     "OnStale",
     "OnUnknown",
+    "PlaceCommand",
     "Polarity",
     "Progress",
     "PublishSchemaCommand",
@@ -183,6 +184,10 @@ class Reason(StrEnum):
     CONFLICT_SETTLED = "conflict_settled"  # the claims left in a conflict all agree: released
     NOT_BLOCKED = "not_blocked"  # a run pinned before the conflict opened never read it
     ALREADY_COUNTED = "already_counted"  # this reader's run was counted for the conflict
+    # the Kafka runtime (issue #11): placement of graphs on partitions, decisions that fit
+    PLACED = "placed"  # a place record: the graph lives on this partition from here on
+    MISROUTED = "misrouted"  # rules >= 2: the graph is not placed on this partition
+    TOO_LARGE = "too_large"  # rules >= 2: the decision would exceed LIMITS["decision_bytes"]
 
 
 # Bounds on what one command may carry; the edge (pydantic) and the governor both enforce them.
@@ -197,6 +202,11 @@ LIMITS = {
     "detail": 4096,
     "raw": 64 * 1024,  # bytes kept of an invalid input
     "exits": 1000,  # conflicts one tick may let out of quarantine (the rest: next tick)
+    # The encoded size of one decision record. Under rules revision 2 a decision that would be
+    # larger is replaced by a ``rejected``/``too_large`` one (core.governor). ``kafka init``
+    # sets max.message.bytes to this on the commands topic and to twice this on the decisions
+    # topic, so every decision (with its key and the batch framing) is accepted.
+    "decision_bytes": 1024 * 1024,
 }
 
 
@@ -346,6 +356,19 @@ class UpgradeRulesCommand(_Envelope):
     to: int
 
 
+class PlaceCommand(_Envelope):
+    """The Kafka admin tool places the graph on ``partition`` of the commands topic.
+
+    Written by ``claimgraph kafka place`` into that very partition; its decision (accepted
+    ``placed`` only when ``partition`` is the partition it is in) records the placement in
+    the graph's state, and under rules revision 2 that partition's governor rejects the
+    commands of graphs not placed on it (``misrouted``).
+    """
+
+    type: NotRequired[Literal["place"]]
+    partition: int
+
+
 class EraseCommand(_Envelope):
     """An admin erases one claim's payload (evidence, reasoning, properties) for privacy."""
 
@@ -370,6 +393,7 @@ Command = (
     | RevokeKeyCommand
     | EraseCommand
     | UpgradeRulesCommand
+    | PlaceCommand
 )
 # A ``signed`` record (SignedCommand) decodes through the same path but wraps a Command; only
 # claimgraph.core.governor.authority opens it, so it is not part of the union the handlers see.
@@ -496,7 +520,7 @@ class Decision(TypedDict):
     merge: MergeRecord | None
     signals: list[Signal]
     exits: list[Exit]
-    count: int
+    count: int  # read_blocked: the reads it reports; an accepted place: the partition
     run_id: str | None
     key: KeyRecord | None
     signed_by: str | None

@@ -55,7 +55,7 @@ _FIELDS = frozenset(
         "graph", "schema", "schema_rev", "claims", "edges", "slot_holder", "slot_conflict",
         "slot_changed", "conflicts", "grants", "open_conflicts", "votes", "record", "keys",
         "keys_active", "other_commands", "_sides", "head", "offsets", "last_log_time",
-        "decisions", "rules", "chain",
+        "decisions", "rules", "chain", "placed",
     }
 )  # fmt: skip
 
@@ -144,6 +144,7 @@ def _body(st: GraphState) -> list[Any]:
         sorted(st.other_commands),
         st.rules,
         st.chain.hex(),
+        st.placed,
     ]
 
 
@@ -187,7 +188,7 @@ def _build(b: list[Any]) -> GraphState:
     (
         graph, head, decisions, last_log_time, schema_rev, schema, offsets, table, claims,
         edges, slot_holder, slot_conflict, slot_changed, conflicts, grants, open_conflicts,
-        votes, record, keys, keys_active, other_commands, rules, chain,
+        votes, record, keys, keys_active, other_commands, rules, chain, placed,
     ) = b  # fmt: skip
     intern = sys.intern
     st = GraphState(graph)
@@ -239,4 +240,5 @@ def _build(b: list[Any]) -> GraphState:
     st.other_commands = set(other_commands)
     st.rules = rules
     st.chain = bytes.fromhex(chain)
+    st.placed = placed
     return st

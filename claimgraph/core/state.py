@@ -62,7 +62,7 @@ from claimgraph.core.wire import encode_decision
 
 # The version of what the fold builds (the classes below and their meaning). Checkpoints record
 # it and are skipped when it differs; bump it with any change to the fold's state or behaviour.
-STATE_FORMAT = 3
+STATE_FORMAT = 4
 
 __all__ = [
     "DISMISSED",
@@ -118,6 +118,7 @@ class GraphState:
         self.decisions = 0
         self.rules: int | None = None  # the rules revision of the last decision (None: empty)
         self.chain = GENESIS  # the decisions hash chain up to head (core.chain)
+        self.placed: int | None = None  # Kafka: the partition an accepted place put it on
 
     # -- queries used by decide() and by readers -------------------------------------------
 
@@ -243,6 +244,8 @@ class GraphState:
             self.other_commands.add(cid)
         if kind == "rejected":
             return ch
+        if d["command_type"] == "place":
+            self.placed = d["count"]
         before: dict[str, str] = {}
         conflict_id = d["conflict_id"]
         if claim is not None:

@@ -226,12 +226,12 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
     rec["t_exp"] = r = g.assert_(
         "transaction_decision",
         "transaction:T-9001",
-        "verdict:APPROVE",
+        "verdict:REJECT",
         agent="experience-agent",
         confidence=0.9,
         evidence=["basket_value"],
     )
-    _show(say, "experience", "T-9001 → APPROVE (0.90)", r)
+    _show(say, "experience", "T-9001 → REJECT (0.90)", r)
     rec["t_fraud"] = r = g.assert_(
         "transaction_decision",
         "transaction:T-9001",

@@ -6,7 +6,8 @@
 ingress's :class:`~claimgraph.service.signers.Signer` into a FastAPI app. Every route is thin:
 it checks the caller's token, calls the graph through the port, and maps our errors to
 problem+json (:mod:`claimgraph.http.problems`). The routes live in one module per concern:
-``commands`` (writes), ``reads``, ``runs``, ``review`` (the page); ``middleware`` maps errors.
+``commands`` (writes), ``reads``, ``runs``, ``review`` (the page); ``middleware`` bounds
+each request before it reaches a route and maps errors.
 """
 
 from __future__ import annotations
@@ -19,22 +20,31 @@ from claimgraph import __version__
 from claimgraph.http import commands, middleware, queries, reads, review, runs
 from claimgraph.http.auth import TokenFile
 from claimgraph.http.context import Context
+from claimgraph.http.limits import HTTP_LIMITS, HttpLimits
 from claimgraph.service.port import GraphPort
 from claimgraph.service.signers import Signer
 
 __all__ = ["create_app", "openapi_document"]
 
 
-def create_app(graph: GraphPort, tokens: TokenFile, *, signer: Signer | None = None) -> FastAPI:
-    """The HTTP API over ``graph`` (embedded or Kafka), authenticating with ``tokens``."""
+def create_app(
+    graph: GraphPort,
+    tokens: TokenFile,
+    *,
+    signer: Signer | None = None,
+    limits: HttpLimits = HTTP_LIMITS,
+) -> FastAPI:
+    """The HTTP API over ``graph`` (embedded or Kafka), authenticating with ``tokens``,
+    within ``limits`` (what one request and one principal may cost; README: Limits)."""
     app = FastAPI(
         title="claimgraph",
         version=__version__,
         description="A governed, event-sourced knowledge graph: every edge is a claim, "
         "every read is at a version. Authenticate with `Authorization: Bearer TOKEN`.",
     )
-    middleware.install(app)
-    ctx = Context(graph, tokens, signer)
+    middleware.install(app, tokens, limits)
+    ctx = Context(graph, tokens, signer, limits)
+    app.state.context = ctx
     app.include_router(commands.router(ctx))
     app.include_router(reads.router(ctx))
     app.include_router(queries.router(ctx))

@@ -1,4 +1,11 @@
-"""Request bodies and limits of the HTTP API (pydantic models: the edge's validation)."""
+"""Request bodies and limits of the HTTP API (pydantic models: the edge's validation).
+
+Every model is strict — a number is a JSON number (``"0.5"`` and ``true`` are not
+confidences), an integer is not a float, text is text — and bounded: every string, list and
+map has a maximum length (property names are ids), integers fit the wire's 64 bits. The
+gate (:mod:`claimgraph.http.middleware`) has bounded the body's size and nesting before any
+of this runs.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from claimgraph.core.model import LIMITS
 from claimgraph.http.problems import PROBLEM
 from claimgraph.service.api import node
-from claimgraph.service.inputs import now_millis
+from claimgraph.service.inputs import I64, now_millis
 
 __all__ = [
     "BODIES",
     "I64",
     "PROBLEM_RESPONSES",
+    "RUN_EVENT_PAYLOAD",
+    "STRICT",
     "AtQuery",
     "ClaimIn",
     "EraseIn",
@@ -37,7 +46,6 @@ __all__ = [
     "Version",
 ]
 
-I64 = 2**63 - 1
 Version = Annotated[int, Field(ge=-1, le=I64)]
 AtQuery = Annotated[
     int | None, Query(ge=-1, le=I64, description="Read at this version (default: head).")
@@ -46,6 +54,8 @@ TimeoutQuery = Annotated[
     float, Query(ge=0, le=30, description="Seconds to wait for `at` to be applied.")
 ]
 Id = Annotated[str, Field(min_length=1, max_length=LIMITS["id"])]
+RUN_EVENT_PAYLOAD = 256 * 1024  # characters of one trace event's payload
+RUN_EVENTS_PER_REQUEST = 10_000  # the model's hard bound; HttpLimits.max_run_events is lower
 Text = Annotated[str, Field(max_length=LIMITS["reasoning"])]
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"description": desc, "content": {PROBLEM: {}}}
@@ -54,7 +64,9 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
         (403, "Refused: spoofed agent, task or role not allowed, or rejected by policy"),
         (404, "No such claim, conflict, run or grant"),
         (409, "Rejected: duplicate, closed, stale, or a version not yet available"),
+        (413, "Too large: a body, or a run's trace, past its limit (not recorded)"),
         (422, "Invalid input (rejected by the governor, or malformed request)"),
+        (429, "Too many at once for this principal: requests, waits or pins (not recorded)"),
     )
 }
 
@@ -62,12 +74,17 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
 # -- request bodies -------------------------------------------------------------------------
 
 
+STRICT = ConfigDict(extra="forbid", strict=True)
+
+
 class In(BaseModel):
     """Fields every command body may carry."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     agent: str | None = Field(
-        None, description="Declared agent: must be the token's principal (or omitted)."
+        None,
+        max_length=LIMITS["id"],
+        description="Declared agent: must be the token's principal (or omitted).",
     )
     task: str = Field("", max_length=LIMITS["id"])
     command_id: Id | None = None
@@ -82,14 +99,14 @@ class ClaimIn(In):
     subject: Id = Field(description="'type:id'")
     object: Id = Field(description="'type:id'")
     polarity: Literal["assert", "deny"] = "assert"
-    confidence: float = Field(1.0, ge=0.0, le=1.0)
+    confidence: float = Field(1.0, ge=0.0, le=1.0, allow_inf_nan=False)
     evidence: list[Annotated[str, Field(max_length=LIMITS["evidence_item"])]] = Field(
         default_factory=list, max_length=LIMITS["evidence_items"]
     )
     reasoning: Text = ""
     asserted_at: int | None = Field(None, ge=0, le=I64)
     based_on_version: Version | None = None
-    properties: dict[str, Annotated[str, Field(max_length=LIMITS["property_value"])]] = Field(
+    properties: dict[Id, Annotated[str, Field(max_length=LIMITS["property_value"])]] = Field(
         default_factory=dict, max_length=LIMITS["properties"]
     )
     run_id: Id | None = None
@@ -203,18 +220,20 @@ BODIES: dict[str, type[In]] = {
 
 
 class RunEventIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     run_id: Id
     seq: int = Field(ge=0, le=I64)
     kind: Literal["start", "read", "write", "tool", "end"]
-    agent: str | None = None
+    agent: str | None = Field(None, max_length=LIMITS["id"])
     task: str = Field("", max_length=LIMITS["id"])
     pinned_version: Version
     snapshot_id: Id | None = None
     time: int = Field(ge=0, le=I64)
-    payload: str = Field(max_length=1024 * 1024)
+    payload: str = Field(max_length=RUN_EVENT_PAYLOAD, description="JSON object, as text.")
 
 
 class RunEventsIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    events: list[RunEventIn] = Field(max_length=10_000)
+    """Trace events to append; how many one request may carry is ``max_run_events``."""
+
+    model_config = STRICT
+    events: list[RunEventIn] = Field(max_length=RUN_EVENTS_PER_REQUEST)

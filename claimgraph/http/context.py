@@ -1,8 +1,8 @@
-"""What every router of the HTTP API shares: the graph, the tokens, identity and JSON views."""
+"""What every router of the HTTP API shares: the graph, the tokens, the limits, JSON views."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request
@@ -10,6 +10,7 @@ from fastapi import Request
 from claimgraph.core.model import LIMITS, Decision, Reason
 from claimgraph.errors import AuthError
 from claimgraph.http.auth import Principal, TokenFile
+from claimgraph.http.limits import HTTP_LIMITS, HttpLimits, RunTally, Slots
 from claimgraph.service.api import Receipt
 from claimgraph.service.port import GraphPort
 from claimgraph.service.signers import Signer
@@ -17,13 +18,22 @@ from claimgraph.service.signers import Signer
 __all__ = ["Context", "clean", "decision_json", "receipt_json"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Context:
-    """The app's one graph (embedded or Kafka, through the graph port) and its identities."""
+    """The app's one graph (embedded or Kafka, through the graph port), its identities, and
+    what each principal holds at once."""
 
     graph: GraphPort
     tokens: TokenFile
     signer: Signer | None = None
+    limits: HttpLimits = HTTP_LIMITS
+    waits: Slots = field(init=False)
+    runs: RunTally = field(init=False)
+
+    def __post_init__(self) -> None:
+        lim = self.limits
+        self.waits = Slots(lim.max_waits, lim.max_waits_total, "reads waiting", "--max-waits")
+        self.runs = RunTally(lim)
 
     @staticmethod
     def bearer(request: Request) -> str | None:

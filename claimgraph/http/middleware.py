@@ -1,21 +1,167 @@
-"""What wraps every route: our errors and FastAPI's mapped to problem+json."""
+"""What wraps every route: the ingress gate (body size, nesting, requests per principal) and
+our errors and FastAPI's mapped to problem+json.
+
+The gate is plain ASGI and runs before routing, before the body is parsed and before the
+token is checked: a body whose ``Content-Length`` is over ``max_body`` is refused unread, a
+chunked one as soon as it passes ``max_body`` (so at most ``max_body`` bytes of a request are
+ever held), and a body nested deeper than ``max_depth`` before a parser recurses into it. A
+principal (looked up from the bearer token; every caller without a valid token shares one
+pool) may have ``max_requests`` requests in flight; one more is refused at once (429), so a
+flood from one principal takes at most that many of the server's workers. ``GET /healthz``
+is not counted: liveness answers even while the unauthenticated pool is flooded.
+
+Refusals at the gate are **not recorded** in the log: nothing was read that could be decided,
+the caller is not yet authenticated, and recording them would let anyone grow the log at the
+cost of one request each — the very cost the gate bounds. They are counted (:class:`Gate`).
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from claimgraph.core.model import Reason
-from claimgraph.errors import ClaimgraphError
+from claimgraph.errors import ClaimgraphError, LimitError
+from claimgraph.http.auth import TokenFile
+from claimgraph.http.limits import HttpLimits, Slots
 from claimgraph.http.problems import error_problem, problem
+from claimgraph.service.bounded import too_deep
 
-__all__ = ["install"]
+__all__ = ["Gate", "GateStats", "install"]
 
 
-def install(app: FastAPI) -> None:
-    """Map every error a route can raise to an RFC 9457 problem."""
+@dataclass(slots=True)
+class GateStats:
+    """What the gate refused, and the most bytes it ever read of a refused body."""
+
+    too_large: int = 0
+    too_deep: int = 0
+    too_many: int = 0
+    most_read_of_refused: int = 0
+
+
+class Gate:
+    """ASGI middleware: bound each request's body and each principal's requests in flight."""
+
+    def __init__(
+        self, app: ASGIApp, tokens: TokenFile, limits: HttpLimits, requests: Slots, stats: GateStats
+    ) -> None:
+        self.app = app
+        self.tokens = tokens
+        self.limits = limits
+        self.requests = requests
+        self.stats = stats
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length")
+        if declared is not None and not declared.isdigit():
+            await problem(Reason.MALFORMED, "Content-Length is not a number of bytes", status=400)(
+                scope, receive, send
+            )
+            return
+        if declared is not None and int(declared) > self.limits.max_body:
+            self.stats.too_large += 1
+            await self._refuse(scope, send, self._too_large(declared.decode("latin-1")))
+            return
+        if scope["path"] == "/healthz" and scope["method"] == "GET":
+            await self.app(scope, receive, send)  # liveness answers even through a flood
+            return
+        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        p = self.tokens.principal(token.strip() if scheme.lower() == "bearer" else None)
+        key, who = (p.agent, repr(p.agent)) if p is not None else ("", "unauthenticated callers")
+        try:
+            with self.requests.hold(key, who):
+                body, more = await self._read(receive)
+                if more:
+                    self.stats.too_large += 1
+                    self.stats.most_read_of_refused = max(
+                        self.stats.most_read_of_refused, len(body)
+                    )
+                    await self._refuse(scope, send, self._too_large(f"more than {len(body)}"))
+                    return
+                if too_deep(body, self.limits.max_depth):
+                    self.stats.too_deep += 1
+                    await problem(
+                        Reason.MALFORMED,
+                        f"the body nests more than {self.limits.max_depth} deep",
+                        limit="--max-depth",
+                    )(scope, receive, send)
+                    return
+                await self.app(scope, _replay(body, receive), send)
+        except LimitError as exc:  # too many requests in flight for this principal
+            self.stats.too_many += 1
+            await error_problem(exc)(scope, receive, send)
+
+    async def _read(self, receive: Receive) -> tuple[bytes, bool]:
+        """The body, up to ``max_body`` bytes; True as second item if there is more."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return b"".join(chunks), False  # the client went away: the app sees it too
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limits.max_body:
+                return b"".join(chunks)[: self.limits.max_body], True
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks), False
+
+    def _too_large(self, size: str) -> LimitError:
+        return LimitError(
+            "too_large",
+            "--max-body",
+            f"the request body has {size} bytes; at most {self.limits.max_body}",
+        )
+
+    @staticmethod
+    async def _refuse(scope: Scope, send: Send, exc: LimitError) -> None:
+        """Answer 413 and close the connection (the rest of the body is never read)."""
+        resp = error_problem(exc)
+        resp.headers["connection"] = "close"
+
+        async def nothing() -> Message:
+            return {"type": "http.disconnect"}
+
+        await resp(scope, nothing, send)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app the body already read, then the real channel."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def install(app: FastAPI, tokens: TokenFile, limits: HttpLimits) -> None:
+    """The gate in front of every route, and every error a route can raise as a problem.
+
+    ``app.state.requests`` (requests in flight per principal) and ``app.state.gate`` (what
+    the gate refused) are there for operators and tests to look at.
+    """
+    # no total: the server's own worker pool is the total
+    app.state.requests = Slots(limits.max_requests, 1 << 30, "requests", "--max-requests")
+    app.state.gate = GateStats()
+    app.add_middleware(
+        Gate, tokens=tokens, limits=limits, requests=app.state.requests, stats=app.state.gate
+    )
 
     @app.exception_handler(ClaimgraphError)
     async def ours(request: Request, exc: ClaimgraphError) -> JSONResponse:

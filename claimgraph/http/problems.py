@@ -24,6 +24,7 @@ from claimgraph.errors import (
     FencedError,
     InputError,
     IntegrityError,
+    LimitError,
     NotFoundError,
     ResolverError,
     SchemaError,
@@ -59,6 +60,8 @@ HTTP_REASONS = (
     "insufficient_storage",
     "integrity",
     "internal",
+    "too_large",
+    "too_many",
 )
 
 _STATUS: dict[str, int] = {
@@ -105,6 +108,8 @@ _STATUS: dict[str, int] = {
         409,
     ),
     "version_pruned": 410,
+    "too_large": 413,
+    "too_many": 429,
     "internal": 500,
     "integrity": 500,
     "not_implemented": 501,
@@ -121,6 +126,7 @@ _ERROR_REASONS: dict[type[ClaimgraphError], str] = {
     ConfigError: Reason.INVALID_FIELD,
     SchemaError: Reason.INVALID_SCHEMA,
     InputError: Reason.INVALID_FIELD,
+    LimitError: "too_large",
     VersionError: "version_unavailable",
     VersionNotYetAvailable: Reason.FUTURE_VERSION,
     VersionPruned: "version_pruned",
@@ -159,22 +165,25 @@ def problem(
         "detail": detail,
         **extra,
     }
+    headers = dict(headers or {})
     if code == 401:
-        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+        headers["WWW-Authenticate"] = "Bearer"
+    if code == 429:
+        headers.setdefault("Retry-After", "1")
     return JSONResponse(body, status_code=code, media_type=PROBLEM, headers=headers)
 
 
 def error_reason(exc: ClaimgraphError) -> str:
     """The reason code an error answers with: its family's, or the member's that narrows it."""
-    if isinstance(exc, AuthError | DecodeError):
+    if isinstance(exc, AuthError | DecodeError | LimitError):
         return exc.reason  # recorded with its own reason code (not_admin, malformed, ...)
     return next(_ERROR_REASONS[c] for c in type(exc).__mro__ if c in _ERROR_REASONS)
 
 
 def error_status(exc: ClaimgraphError) -> int:
     """The HTTP status of one of our errors (the family's, as README.md's table lists it)."""
-    if isinstance(exc, AuthError):
-        return exc.status  # 401 without a known identity, 403 with one
+    if isinstance(exc, AuthError | LimitError):
+        return exc.status  # 401 without a known identity, 403 with one; 413 or 429
     return status_for(next(_ERROR_REASONS[c] for c in type(exc).__mro__ if c in _ERROR_REASONS))
 
 
@@ -191,6 +200,9 @@ def error_problem(exc: ClaimgraphError) -> JSONResponse:
         detail = exc.report()
     elif isinstance(exc, AuthError | DecodeError):
         detail = exc.detail
+    elif isinstance(exc, LimitError):
+        detail = exc.detail
+        extra["limit"] = exc.limit
     else:
         detail = str(exc)
     if isinstance(exc, IntegrityError):  # stored data is damaged: never a silently wrong answer

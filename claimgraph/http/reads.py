@@ -1,18 +1,21 @@
 """Reads over HTTP: every read at a version, through the graph port.
 
 Reads run on the event loop: rows at a version at or below head never change, so a read needs
-no lock; only waiting for a version that has not arrived yet is handed to a worker thread.
+no lock. Waiting for a version that has not arrived yet takes one of the principal's wait
+slots (``max_waits``; past it, 429 at once) and a thread of its own — never one of the
+workers that writes run on, and never the graph's lock — for at most ``max_wait`` seconds.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import anyio
 from fastapi import APIRouter, Path, Query, Request
-from starlette.concurrency import run_in_threadpool
 
 from claimgraph.core.model import LIMITS
 from claimgraph.errors import NotFoundError
+from claimgraph.http.auth import Principal
 from claimgraph.http.bodies import I64, PROBLEM_RESPONSES, AtQuery, TimeoutQuery
 from claimgraph.http.context import Context, decision_json
 from claimgraph.service.api import node
@@ -28,11 +31,22 @@ def router(ctx: Context) -> APIRouter:
     r = APIRouter(tags=["reads"], responses=PROBLEM_RESPONSES)
     graph = ctx.graph
 
-    async def at_of(at: int | None, timeout: float) -> int:
+    async def at_of(p: Principal, at: int | None, timeout: float) -> int:
         if at is None:
             return graph.head()
         if at > graph.head():
-            await run_in_threadpool(graph.wait_for, at, timeout)
+            timeout = min(timeout, ctx.limits.max_wait)
+            if timeout <= 0:
+                graph.wait_for(at, 0.0)  # raises VersionNotYetAvailable, or head just got there
+                return at
+            with ctx.waits.hold(p.agent, repr(p.agent)):
+                # a limiter of its own: the wait never takes a token of the pool writes use
+                await anyio.to_thread.run_sync(
+                    graph.wait_for,
+                    at,
+                    timeout,
+                    limiter=anyio.CapacityLimiter(1),
+                )
         return at
 
     def with_claims(c: dict[str, Any], v: int) -> dict[str, Any]:
@@ -53,8 +67,8 @@ def router(ctx: Context) -> APIRouter:
         timeout: TimeoutQuery = 0.0,
     ) -> dict[str, Any]:
         """Wait until ``version`` is applied (read-your-writes); 409 if it did not arrive."""
-        ctx.principal(request)
-        await at_of(version, timeout)
+        p = ctx.principal(request)
+        await at_of(p, version, timeout)
         return {"graph": graph.name, "head": graph.head()}
 
     @r.get("/v1/whoami")
@@ -72,9 +86,9 @@ def router(ctx: Context) -> APIRouter:
         timeout: TimeoutQuery = 0.0,
     ) -> dict[str, Any]:
         """One edge at a version: present, absent or unknown (with the conflict id)."""
-        ctx.principal(request)
+        p = ctx.principal(request)
         s, o = node(subject), node(object)
-        v = await at_of(at, timeout)
+        v = await at_of(p, at, timeout)
         return graph.edge(edge_type, s, o, at=v).as_dict()
 
     @r.get("/v1/slot")
@@ -87,9 +101,9 @@ def router(ctx: Context) -> APIRouter:
         timeout: TimeoutQuery = 0.0,
     ) -> dict[str, Any]:
         """What an exclusive slot holds at a version."""
-        ctx.principal(request)
+        p = ctx.principal(request)
         n = node(node_)
-        v = await at_of(at, timeout)
+        v = await at_of(p, at, timeout)
         return graph.slot(edge_type, n, direction=direction, at=v).as_dict()
 
     @r.get("/v1/neighbors")
@@ -109,9 +123,9 @@ def router(ctx: Context) -> APIRouter:
         """A node's neighbours at a version; filters keep an edge when one of its claims has
         at least ``min_confidence``, is ``writer``'s, or was asserted after / before a time
         (epoch milliseconds, exclusive)."""
-        ctx.principal(request)
+        p = ctx.principal(request)
         n = node(node_)
-        v = await at_of(at, timeout)
+        v = await at_of(p, at, timeout)
         ns = graph.neighbors(
             n,
             edge_type=edge_type,
@@ -135,9 +149,9 @@ def router(ctx: Context) -> APIRouter:
         timeout: TimeoutQuery = 0.0,
     ) -> dict[str, Any]:
         """Every decision that touched an edge, up to a version."""
-        ctx.principal(request)
+        p = ctx.principal(request)
         s, o = node(subject), node(object)
-        v = await at_of(at, timeout)
+        v = await at_of(p, at, timeout)
         return {"version": v, "history": graph.history(edge_type, s, o, at=v)}
 
     @r.get("/v1/quarantine")
@@ -148,8 +162,8 @@ def router(ctx: Context) -> APIRouter:
         timeout: TimeoutQuery = 0.0,
     ) -> dict[str, Any]:
         """Conflicts withheld from the readable graph, each with its claims' full evidence."""
-        ctx.principal(request)
-        v = await at_of(at, timeout)
+        p = ctx.principal(request)
+        v = await at_of(p, at, timeout)
         cs = graph.quarantine(at=v, include_closed=include_closed)
         return {"version": v, "conflicts": [with_claims(c, v) for c in cs]}
 
@@ -160,15 +174,15 @@ def router(ctx: Context) -> APIRouter:
         """Escalated conflicts (every open one with ``include_open``), each a self-contained
         evidence payload: the claims side by side with owners, confidence, calibrated accuracy,
         evidence and the versions each writer read; signals, votes, fallback, recommendation."""
-        ctx.principal(request)
-        v = await at_of(at, 0.0)
+        p = ctx.principal(request)
+        v = await at_of(p, at, 0.0)
         return {"version": v, "escalations": graph.escalations(at=v, include_open=include_open)}
 
     @r.get("/v1/escalations/{conflict_id}")
     async def get_escalation(request: Request, conflict_id: str, at: AtQuery = None) -> Any:
         """One conflict's self-contained escalation payload, at a version."""
-        ctx.principal(request)
-        v = await at_of(at, 0.0)
+        p = ctx.principal(request)
+        v = await at_of(p, at, 0.0)
         payload = graph.escalation(conflict_id, at=v)
         if payload is None:
             raise NotFoundError(f"no conflict {conflict_id[:80]!r} at version {v}")
@@ -179,16 +193,16 @@ def router(ctx: Context) -> APIRouter:
         request: Request, edge_type: IdQuery, at: AtQuery = None
     ) -> dict[str, Any]:
         """Each writer's resolved-conflict record for an edge type (wins, losses)."""
-        ctx.principal(request)
-        v = await at_of(at, 0.0)
+        p = ctx.principal(request)
+        v = await at_of(p, at, 0.0)
         record = graph.calibration(edge_type, at=v)
         return {"version": v, "edge_type": edge_type, "record": record}
 
     @r.get("/v1/claims/{claim_id}")
     async def get_claim(request: Request, claim_id: str, at: AtQuery = None) -> Any:
         """A claim's record and status at a version."""
-        ctx.principal(request)
-        v = await at_of(at, 0.0)
+        p = ctx.principal(request)
+        v = await at_of(p, at, 0.0)
         info = graph.claim_info(claim_id, at=v)
         if info is None:
             raise NotFoundError(f"no claim {claim_id[:80]!r} at version {v}")
@@ -197,8 +211,8 @@ def router(ctx: Context) -> APIRouter:
     @r.get("/v1/conflicts/{conflict_id}")
     async def get_conflict(request: Request, conflict_id: str, at: AtQuery = None) -> Any:
         """A conflict at a version, with its claims' full evidence."""
-        ctx.principal(request)
-        v = await at_of(at, 0.0)
+        p = ctx.principal(request)
+        v = await at_of(p, at, 0.0)
         c = graph.conflict(conflict_id, at=v)
         if c is None:
             raise NotFoundError(f"no conflict {conflict_id[:80]!r} at version {v}")
@@ -207,8 +221,8 @@ def router(ctx: Context) -> APIRouter:
     @r.get("/v1/schema")
     async def get_schema(request: Request, at: AtQuery = None) -> Any:
         """The graph schema in force at a version."""
-        ctx.principal(request)
-        v = await at_of(at, 0.0)
+        p = ctx.principal(request)
+        v = await at_of(p, at, 0.0)
         row = graph.schema_info(at=v)
         if row is None:
             raise NotFoundError(f"no schema is in force at version {v}")
@@ -221,8 +235,8 @@ def router(ctx: Context) -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=5000)] = 500,
     ) -> dict[str, Any]:
         """The graph's edges at a version (present and unknown), for the review page."""
-        ctx.principal(request)
-        v = await at_of(at, 0.0)
+        p = ctx.principal(request)
+        v = await at_of(p, at, 0.0)
         edges = graph.edges(at=v, limit=limit)
         return {"version": v, "head": graph.head(), "edges": [e.as_dict() for e in edges]}
 

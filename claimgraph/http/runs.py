@@ -7,13 +7,20 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from claimgraph.core.model import Reason
-from claimgraph.errors import AuthError, InputError, RunNotFound
-from claimgraph.http.bodies import PROBLEM_RESPONSES, RunEventsIn
+from claimgraph.errors import AuthError, InputError, LimitError, RunNotFound
+from claimgraph.http.bodies import PROBLEM_RESPONSES, RUN_EVENT_PAYLOAD, RunEventsIn
 from claimgraph.http.context import Context, clean
+from claimgraph.http.limits import HttpLimits
+from claimgraph.service.bounded import InputLimits, loads
 from claimgraph.service.runs import hold_remote_pins
 from claimgraph.service.traces import check_event, encode_events
 
 __all__ = ["router"]
+
+
+def _payload_limits(lim: HttpLimits) -> InputLimits:
+    """A payload is JSON text inside the body: parsed with the body's nesting bound."""
+    return InputLimits(max_line=4 * RUN_EVENT_PAYLOAD, max_depth=lim.max_depth)
 
 
 def router(ctx: Context) -> APIRouter:
@@ -23,8 +30,21 @@ def router(ctx: Context) -> APIRouter:
 
     @r.post("/v1/runs/events")
     def post_run_events(request: Request, body: RunEventsIn) -> dict[str, Any]:
-        """Append trace events of the principal's runs to the runs log."""
+        """Append trace events of the principal's runs to the runs log.
+
+        Bounded: ``max_run_events`` events per request (and the body's size), and per run
+        ``max_run_trace`` events and ``max_run_bytes`` bytes of payloads; a principal holds at
+        most ``max_pins`` live pins. Past a bound the whole request is refused (413/429) and
+        nothing of it is appended or pinned.
+        """
         p = ctx.principal(request)
+        lim = ctx.limits
+        if len(body.events) > lim.max_run_events:
+            raise LimitError(
+                "too_large",
+                "--max-run-events",
+                f"{len(body.events)} trace events in one request; at most {lim.max_run_events}",
+            )
         events = []
         for e in body.events:
             if e.agent is not None and e.agent != p.agent:
@@ -34,13 +54,16 @@ def router(ctx: Context) -> APIRouter:
                 )
             ev = e.model_dump()
             ev.update(graph=graph.name, agent=p.agent)
+            loads(ev["payload"].encode("utf-8", "surrogatepass"), _payload_limits(lim))
             check_event(ev)
             events.append(ev)
         try:
             encode_events(events)
         except (TypeError, ValueError) as exc:
             raise InputError(f"cannot encode the events: {exc}") from None
-        hold_remote_pins(graph, events, p.agent)  # first: a start at a pruned version fails whole
+        ctx.runs.charge(p.agent, events)
+        # pins first: a start at a pruned version, or past max_pins, fails the request whole
+        hold_remote_pins(graph, events, p.agent, lim.max_pins)
         graph.append_run_events(events)
         return {"appended": len(events)}
 

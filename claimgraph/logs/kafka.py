@@ -2,13 +2,18 @@
 
 Layout (``PREFIX`` defaults to ``claimgraph``):
 
-* ``PREFIX.commands`` — what agents ask; partitioned by graph (a graph's commands live in the
-  partition ``crc32(graph) % partitions``, keyed by the graph name);
+* ``PREFIX.commands`` — what agents ask; a graph's commands live in the partition it is
+  placed on (:mod:`claimgraph.logs.kafka_layout`), keyed by the graph name;
   ``message.timestamp.type=LogAppendTime`` so the governor's "now" comes from the log;
   kept forever, since ``verify`` replays it.
 * ``PREFIX.decisions`` — the history: the same number of partitions, so each graph's decisions
   live in exactly one partition (one total order, one version line); kept forever.
-* ``PREFIX.runs`` — run traces.
+* ``PREFIX.runs`` — run traces, in the graph's partition.
+* ``PREFIX.placements`` — the registry (compacted): graph → partition, and what ``kafka init``
+  created.
+
+Only ``claimgraph kafka init`` creates these topics, and :mod:`claimgraph.logs.kafka_layout`
+says what they must be; this module reads and writes partitions.
 
 Offsets in a partition written by transactions have gaps (commit markers, aborted records):
 nothing here assumes that the next offset is ``offset + 1``.
@@ -18,17 +23,12 @@ from __future__ import annotations
 
 import functools
 import time
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AdminClient,
-    ConfigResource,
-    NewTopic,
-)
+from confluent_kafka.admin import AdminClient
 
 from claimgraph.errors import ConfigError, StorageError
 from claimgraph.logs.base import LogRecord
@@ -37,8 +37,6 @@ __all__ = [
     "KafkaConfig",
     "KafkaLog",
     "consumer_lag",
-    "init_topics",
-    "partition_for",
     "read_partition",
     "topic_partitions",
     "watermark",
@@ -67,14 +65,22 @@ class KafkaConfig:
     def runs_topic(self) -> str:
         return f"{self.prefix}.runs"
 
+    @property
+    def placements_topic(self) -> str:
+        return f"{self.prefix}.placements"
+
     def client(self, **conf: Any) -> dict[str, Any]:
-        """A librdkafka configuration for this cluster."""
-        return {"bootstrap.servers": self.bootstrap, **self.extra, **conf}
+        """A librdkafka configuration for this cluster.
 
-
-def partition_for(graph: str, partitions: int) -> int:
-    """The partition of a graph in the commands and decisions topics."""
-    return zlib.crc32(graph.encode("utf-8")) % partitions
+        No client of ours ever creates a topic by using it (librdkafka's producers would,
+        on a broker with ``auto.create.topics.enable``): only ``kafka init`` creates topics.
+        """
+        return {
+            "bootstrap.servers": self.bootstrap,
+            **self.extra,
+            **conf,
+            "allow.auto.create.topics": False,
+        }
 
 
 def topic_partitions(cfg: KafkaConfig, topic: str, timeout: float = 10.0) -> int:
@@ -90,86 +96,14 @@ def topic_partitions(cfg: KafkaConfig, topic: str, timeout: float = 10.0) -> int
     return len(t.partitions)
 
 
-_FOREVER = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
-
-
-def _topic_specs(cfg: KafkaConfig) -> list[tuple[str, int, dict[str, str]]]:
-    min_isr = "2" if cfg.replication >= 3 else "1"
-    common = {**_FOREVER, "min.insync.replicas": min_isr}
-    return [
-        (cfg.commands_topic, cfg.partitions, {**common, "message.timestamp.type": "LogAppendTime"}),
-        (cfg.decisions_topic, cfg.partitions, dict(common)),
-        (cfg.runs_topic, cfg.partitions, dict(common)),
-    ]
-
-
-def init_topics(cfg: KafkaConfig, timeout: float = 30.0) -> list[str]:
-    """Create the topics that do not exist yet; return one line per topic saying what it did.
-
-    Idempotent: existing topics are left alone and described (partitions, key configs); a
-    partition count that differs from the request is reported, not changed.
-    """
-    admin = AdminClient(cfg.client())
-    existing = admin.list_topics(timeout=timeout).topics
-    report: list[str] = []
-    to_create: list[NewTopic] = []
-    for name, parts, conf in _topic_specs(cfg):
-        if name in existing:
-            have = len(existing[name].partitions)
-            configs = _describe(admin, name, ("message.timestamp.type", "retention.ms"))
-            note = "" if have == parts else f" (asked for {parts}; left as is)"
-            report.append(
-                f"exists   {name}: {have} partitions{note}, "
-                + ", ".join(f"{k}={v}" for k, v in configs.items())
-            )
-        else:
-            to_create.append(
-                NewTopic(
-                    name, num_partitions=parts, replication_factor=cfg.replication, config=conf
-                )
-            )
-    created: list[str] = []
-    if to_create:
-        futures = admin.create_topics(to_create, operation_timeout=timeout)
-        for name, fut in futures.items():
-            try:
-                fut.result(timeout=timeout)
-            except KafkaException as exc:
-                err = exc.args[0]
-                if err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise StorageError(f"cannot create topic {name}: {err.str()}") from None
-            spec = next(s for s in _topic_specs(cfg) if s[0] == name)
-            report.append(
-                f"created  {name}: {spec[1]} partitions, replication "
-                f"{cfg.replication}, "
-                + ", ".join(
-                    f"{k}={v}"
-                    for k, v in sorted(spec[2].items())
-                    if k in ("message.timestamp.type", "retention.ms", "min.insync.replicas")
-                )
-            )
-    if created:
-        _wait_for_leaders(admin, created, timeout)
-    return report
-
-
-def _describe(admin: AdminClient, topic: str, keys: Sequence[str]) -> dict[str, str]:
-    try:
-        res = ConfigResource(ConfigResource.Type.TOPIC, topic)
-        entries = admin.describe_configs([res])[res].result(timeout=10)
-        return {k: entries[k].value for k in keys if k in entries}
-    except KafkaException:
-        return {}
-
-
 class KafkaLog:
     """The log port over one partition of one topic (records keyed by ``key``)."""
 
-    def __init__(self, cfg: KafkaConfig, topic: str, partition: int, key: str = "") -> None:
+    def __init__(self, cfg: KafkaConfig, topic: str, partition: int, key: str | bytes = "") -> None:
         self.cfg = cfg
         self.topic = topic
         self.partition = partition
-        self.key = key.encode("utf-8") if key else None
+        self.key = (key.encode("utf-8") if isinstance(key, str) else key) or None
         self._producer: Producer | None = None
 
     def _get_producer(self) -> Producer:
@@ -181,6 +115,9 @@ class KafkaLog:
                         "acks": "all",
                         "linger.ms": 5,
                         "batch.num.messages": 10000,
+                        # the topic's max.message.bytes decides (kafka init sets it), and a
+                        # record over it is refused by the broker with a clear error
+                        "message.max.bytes": 16 * 1024 * 1024,
                     }
                 )
             )
@@ -266,24 +203,6 @@ def watermark(cfg: KafkaConfig, topic: str, partition: int, timeout: float = 15.
                 time.sleep(0.2)
     finally:
         consumer.close()
-
-
-def _wait_for_leaders(admin: AdminClient, topics: list[str], timeout: float) -> None:
-    """Block until every partition of ``topics`` has a leader (new topics are usable)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        md = admin.list_topics(timeout=timeout).topics
-        if all(
-            t in md
-            and md[t].error is None
-            and md[t].partitions
-            and all(p.leader >= 0 for p in md[t].partitions.values())
-            for t in topics
-        ):
-            return
-        if time.monotonic() >= deadline:
-            raise StorageError(f"topics {', '.join(topics)} have no leader after {timeout:g}s")
-        time.sleep(0.2)
 
 
 def consumer_lag(consumer: Consumer, topic: str, partition: int) -> int:

@@ -47,6 +47,7 @@ __all__ = [
     "estimated_keys",
     "failure",
     "get",
+    "named",
     "open_or_stand_in",
     "open_rdict",
     "rocksdb_errors",
@@ -100,28 +101,33 @@ def failure(
             "free some space and the graph resumes writing by itself",
             place.path,
         )
-    if "lock" in msg.lower() and "lock hold by current process" not in msg:
+    if "lock" in msg.lower():
         return StorageError(
-            f"{place.path} is in use by another claimgraph process (RocksDB lock held)"
+            f"{place.path}: it is in use by another claimgraph process (RocksDB lock held)"
         )
     return StorageError(f"{place.path}: {msg} (while {doing})")
 
 
-def _ours(exc: Exception, place: Place, doing: str, version: int | None = None) -> BaseException:
+def _rocksdb(exc: Exception) -> bool:
     """rocksdict raises the bare ``Exception`` for every RocksDB status (and ``DbClosedError``
-    after ``close``): those become our errors; anything else (a bug of ours) goes through."""
-    if type(exc) is not Exception and not isinstance(exc, DbClosedError):
-        return exc
-    return failure(exc, place, doing, version)
+    after ``close``); anything else is not RocksDB's (a bug of ours) and goes through."""
+    return type(exc) is Exception or isinstance(exc, DbClosedError)
 
 
 @contextlib.contextmanager
-def rocksdb_errors(what: str, doing: str = "opening") -> Iterator[None]:
-    """Inside the block, a RocksDB failure becomes our error, naming ``what``."""
+def named(place: Place, doing: str) -> Iterator[None]:
+    """Inside the block, a RocksDB failure while ``doing`` something to ``place`` is ours."""
     try:
         yield
     except Exception as exc:
-        raise _ours(exc, Place(what), doing) from None
+        if not _rocksdb(exc):
+            raise
+        raise failure(exc, place, doing) from None
+
+
+def rocksdb_errors(what: str, doing: str = "opening") -> contextlib.AbstractContextManager[None]:
+    """:func:`named` for a database known by a description (``what``) rather than a place."""
+    return named(Place(what), doing)
 
 
 def estimated_keys(db: Rdict) -> int:
@@ -144,7 +150,9 @@ def valid(it: Any, place: Place, doing: str = "reading", version: int | None = N
     try:
         it.status()
     except Exception as exc:
-        raise _ours(exc, place, doing, version) from None
+        if not _rocksdb(exc):
+            raise
+        raise failure(exc, place, doing, version) from None
     return False
 
 
@@ -153,7 +161,9 @@ def get(db: Rdict, key: bytes, place: Place, doing: str = "reading") -> bytes | 
     try:
         value: bytes | None = db.get(key)
     except Exception as exc:
-        raise _ours(exc, place, doing) from None
+        if not _rocksdb(exc):
+            raise
+        raise failure(exc, place, doing) from None
     return value
 
 
@@ -162,7 +172,9 @@ def write(db: Rdict, wb: WriteBatch, wo: WriteOptions, place: Place, doing: str)
     try:
         db.write(wb, wo)
     except Exception as exc:
-        raise _ours(exc, place, doing) from None
+        if not _rocksdb(exc):
+            raise
+        raise failure(exc, place, doing) from None
 
 
 def close_quietly(db: Rdict) -> None:

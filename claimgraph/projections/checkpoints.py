@@ -50,7 +50,7 @@ from claimgraph.errors import (
     NotFoundError,
     StorageError,
 )
-from claimgraph.logs.rocks import Place, failure, open_rdict, valid
+from claimgraph.logs.rocks import Place, failure, named, open_rdict, valid
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.retention import horizon_of
 
@@ -147,11 +147,9 @@ def create_checkpoint(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        try:
+        with named(store.place, "creating a checkpoint"):
             store.db.flush()
             Checkpoint(store.db).create_checkpoint(str(tmp / "projection"))
-        except Exception as exc:
-            raise failure(exc, store.place, "creating a checkpoint") from None
         data = encode_state(state)
         _write_synced(tmp / STATE_FILE, data)
         meta = {

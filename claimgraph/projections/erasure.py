@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from claimgraph.core.erasure import scrub_row
-from claimgraph.logs.rocks import failure, valid, write
+from claimgraph.logs.rocks import named, valid, write
 from claimgraph.projections.damage import projection_place
 from claimgraph.projections.rows import CLAIM, dumps, entity_key, loads
 
@@ -62,13 +62,11 @@ def stage_erase(projector: Projector, claim_id: str, version: int) -> None:
 
 def purge(db: Rdict, erased: list[tuple[str, int]]) -> None:
     """Drop the overwritten payload bytes from the files: flush, then compact the claims' keys."""
-    try:
+    with named(projection_place(db), "compacting erased claims"):
         db.flush()
         for claim_id, _ in erased:
             prefix = CLAIM + claim_id.encode("utf-8")
             db.compact_range(prefix + b"\x00", prefix + b"\x01")
-    except Exception as exc:
-        raise failure(exc, projection_place(db), "compacting erased claims") from None
 
 
 def erased_at(db: Rdict, claim_id: str) -> int | None:

@@ -19,11 +19,8 @@ re-projection rebuilds every version.
 The horizon row is written (and synced) *before* the first delete, so a reader that can see a
 missing row can also see the horizon that explains it. The horizon never moves back.
 
-**Pins.** A run pins the version it reads at (:class:`PinRegistry`, a small JSON file beside
-the projection, guarded by an ``flock``): GC never moves the horizon past the oldest live pin,
-and a pin below the current horizon is refused. Pins carry a lease and expire when it runs
-out (a crashed run cannot hold retention back forever); a finished run unpins. The registry is
-the API the runs code calls: ``pin(version, owner, lease)``, ``renew``, ``unpin``.
+**Pins.** A run pins the version it reads at (:mod:`claimgraph.projections.pins`): GC never
+moves the horizon past the oldest live pin, and a pin below the current horizon is refused.
 
 **Age.** A horizon given as an age (``keep_age``) is translated to a version through the log's
 append times: the first version whose decision was appended at or after ``now - age``.
@@ -31,24 +28,19 @@ append times: the first version whose decision was appended at or after ``now - 
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
 import struct
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from claimgraph.core.model import Progress
-from claimgraph.errors import ConfigError, NotFoundError, VersionPruned
-from claimgraph.logs.rocks import estimated_keys, failure, get, valid, write
+from claimgraph.errors import ConfigError
+from claimgraph.logs.rocks import estimated_keys, get, named, valid, write
 from claimgraph.projections.damage import projection_place
+from claimgraph.projections.pins import Pin, PinRegistry
 from claimgraph.projections.rows import HISTORY, INPUT, META, unpack_version
 
 if TYPE_CHECKING:
@@ -101,6 +93,10 @@ def catch_up(db: Rdict) -> None:
     horizon_changed()
 
 
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
 def parse_age(text: str) -> int:
     """``90s``, ``15m``, ``12h``, ``30d``, ``2w`` → milliseconds."""
     from claimgraph.core.schema import duration_ms
@@ -109,117 +105,6 @@ def parse_age(text: str) -> int:
     if ms is None:
         raise ConfigError(f"{text!r} is not an age: expected a number and s, m, h, d or w (30d)")
     return ms
-
-
-# -- pins -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Pin:
-    """A version held readable for ``owner`` (a run) until ``expires_at`` (ms since epoch)."""
-
-    pin_id: str
-    version: int
-    owner: str
-    created_at: int
-    expires_at: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-class PinRegistry:
-    """Pins of live runs and the horizon GC agreed to, in ``DIR/pins.json`` (multi-process).
-
-    Every change happens under an exclusive ``flock`` and is written atomically (temp file +
-    rename), so a GC and a run starting in other processes cannot race past each other.
-    """
-
-    def __init__(self, directory: Path, *, clock: Callable[[], int] = _now_ms) -> None:
-        self.dir = directory
-        self.file = directory / "pins.json"
-        self._lockfile = directory / "pins.lock"
-        self._clock = clock
-
-    @contextmanager
-    def _locked(self) -> Iterator[dict[str, Any]]:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self._lockfile, "a+b") as lf:
-            fcntl.flock(lf.fileno(), fcntl.LOCK_EX)
-            try:
-                try:
-                    doc: dict[str, Any] = json.loads(self.file.read_text(encoding="utf-8"))
-                except FileNotFoundError:
-                    doc = {"horizon": 0, "pins": {}}
-                except ValueError as exc:
-                    raise ConfigError(f"{self.file} is not valid JSON: {exc}") from None
-                before = json.dumps(doc, sort_keys=True)
-                now = self._clock()
-                doc["pins"] = {k: p for k, p in doc["pins"].items() if p["expires_at"] > now}
-                yield doc
-                if json.dumps(doc, sort_keys=True) != before:
-                    tmp = self.file.with_suffix(".tmp")
-                    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", "utf-8")
-                    os.replace(tmp, self.file)
-            finally:
-                fcntl.flock(lf.fileno(), fcntl.LOCK_UN)
-
-    def pin(self, version: int, owner: str, lease: float = 3600.0) -> Pin:
-        """Hold ``version`` readable for ``lease`` seconds; refused if it is already pruned."""
-        if lease <= 0:
-            raise ConfigError("a pin's lease must be positive (seconds)")
-        if version < 0:
-            raise ConfigError(f"cannot pin version {version}")
-        with self._locked() as doc:
-            if version < doc["horizon"]:
-                raise VersionPruned(version, doc["horizon"])
-            now = self._clock()
-            p = Pin(uuid.uuid4().hex[:16], version, owner, now, now + int(lease * 1000))
-            doc["pins"][p.pin_id] = p.as_dict()
-            return p
-
-    def renew(self, pin_id: str, lease: float) -> Pin:
-        """Extend a live pin's lease to ``lease`` seconds from now."""
-        with self._locked() as doc:
-            raw = doc["pins"].get(pin_id)
-            if raw is None:
-                raise NotFoundError(f"no live pin {pin_id!r} (it expired or was removed)")
-            raw["expires_at"] = self._clock() + int(lease * 1000)
-            return Pin(**raw)
-
-    def unpin(self, pin_id: str) -> bool:
-        """Release a pin (a run ended); False if there was no such live pin."""
-        with self._locked() as doc:
-            return doc["pins"].pop(pin_id, None) is not None
-
-    def live(self) -> list[Pin]:
-        """Pins whose lease has not run out, oldest version first."""
-        with self._locked() as doc:
-            return sorted((Pin(**p) for p in doc["pins"].values()), key=lambda p: p.version)
-
-    def horizon(self) -> int:
-        with self._locked() as doc:
-            return int(doc["horizon"])
-
-    def advance(self, target: int) -> tuple[int, Pin | None]:
-        """Move the agreed horizon towards ``target``, never past a live pin nor backwards.
-
-        Returns the new horizon and the pin that held it back (if one did).
-        """
-        with self._locked() as doc:
-            held: Pin | None = None
-            h = target
-            for raw in doc["pins"].values():
-                if raw["version"] < h:
-                    h = raw["version"]
-                    held = Pin(**raw)
-            h = max(h, int(doc["horizon"]))
-            doc["horizon"] = h
-            return h, held
 
 
 # -- GC ---------------------------------------------------------------------------------------
@@ -313,12 +198,10 @@ def collect(
     if pending:
         write(db, wb, wo_fast, place, "deleting rows below the horizon")
     del it
-    try:
+    with named(place, "compacting after garbage collection"):
         db.flush()
         if compact and deleted:
             db.compact_range(None, None)
-    except Exception as exc:
-        raise failure(exc, place, "compacting after garbage collection") from None
     if progress is not None:
         progress(scanned, scanned)
     return scanned, deleted, scanned - deleted

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -28,6 +29,7 @@ from claimgraph.errors import (
     ClaimgraphError,
     FencedError,
     InputError,
+    LimitError,
     NotFoundError,
     StorageError,
     UnknownSlotError,
@@ -247,6 +249,10 @@ def raise_for(resp: httpx.Response) -> None:
         raise StorageError(detail)
     if reason == "fenced":
         raise FencedError(detail)
+    if resp.status_code in (413, 429):
+        raise LimitError(
+            reason or "too_large", str(body.get("limit", "")), detail, resp.status_code
+        )
     if resp.status_code == 422:
         raise InputError(f"{reason}: {detail}")
     raise ClaimgraphError(f"HTTP {resp.status_code} {reason}: {detail}")
@@ -593,8 +599,23 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
     # -- runs -------------------------------------------------------------------------------------
 
     def append_run_events(self, events: Sequence[dict[str, Any]]) -> None:
-        payload = [{k: v for k, v in e.items() if k != "graph"} for e in events]
-        resp = self._request("POST", "/v1/runs/events", json={"events": payload})
+        """Send trace events in requests the server's default limits accept (500 events,
+        about 1 MiB each), in order."""
+        batch: list[dict[str, Any]] = []
+        size = 0
+        for e in events:
+            ev = {k: v for k, v in e.items() if k != "graph"}
+            n = len(json.dumps(ev, ensure_ascii=False).encode())
+            if batch and (len(batch) >= 500 or size + n > 1024 * 1024):
+                self._post_events(batch)
+                batch, size = [], 0
+            batch.append(ev)
+            size += n
+        if batch:
+            self._post_events(batch)
+
+    def _post_events(self, batch: list[dict[str, Any]]) -> None:
+        resp = self._request("POST", "/v1/runs/events", json={"events": batch})
         if resp.status_code != 200:
             self._raise(resp)
 

@@ -12,8 +12,8 @@ A data directory holds one graph::
     DIR/projection/    the versioned projection (RocksDB), rebuildable from DIR/log
     DIR/checkpoints/   checkpoints of the projection and folded state
                        (claimgraph.projections.checkpoints)
-    DIR/pins.json      pins of live runs and the agreed retention horizon
-                       (claimgraph.projections.retention)
+    DIR/pins.sqlite    pins of live runs and the agreed retention horizon
+                       (claimgraph.projections.retention; replaces pins.json)
 """
 
 from __future__ import annotations
@@ -129,7 +129,8 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
         self.path = path
         self.name = name
         self._lock = threading.RLock()
-        self._advanced = threading.Condition(self._lock)
+        # readers waiting for a version wait on a lock of their own, never on the graph's
+        self._advanced = threading.Condition(threading.Lock())
         # clock: where append times (the governor's "now") come from; wall clock by default
         self.logs = EmbeddedLogStore(path / "log", create=True, clock=clock)
         try:
@@ -139,6 +140,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
             raise
         self._progress = progress
         self._runtime: EmbeddedRuntime | None = None
+        self._pins: PinRegistry | None = None
         self.reader = ProjectionReader(self.projection.db)
         self._closed = False
         try:
@@ -170,7 +172,9 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
     @property
     def pins(self) -> PinRegistry:
         """Pins of live runs: GC never moves the horizon past one (projections.retention)."""
-        return PinRegistry(self.path)
+        if self._pins is None:
+            self._pins = PinRegistry(self.path)
+        return self._pins
 
     def horizon(self) -> int:
         """The oldest readable version (reads below it raise VersionPruned)."""
@@ -221,9 +225,10 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
                 if not (n and isinstance(exc, StorageError)):
                     raise
                 log_event("projection.behind", path=str(self.path), error=str(exc))
-            if n:
+        if n:
+            with self._advanced:
                 self._advanced.notify_all()
-            return n
+        return n
 
     def submit(self, commands: Sequence[Command | bytes]) -> list[Receipt]:
         """Append commands, decide them, and return one receipt per command, in order.
@@ -252,7 +257,8 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
                     (r.offset, decode_decision(r.value))
                     for r in self.logs.decisions.read(first, len(values))
                 ]
-            self._advanced.notify_all()
+            with self._advanced:
+                self._advanced.notify_all()
             return [Receipt(d["command_id"], d["input_offset"], v, d) for v, d in out]
 
     def _recover(self) -> None:
@@ -300,7 +306,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
         if version <= head:
             return head  # applied versions never change: no lock needed
         deadline = time.monotonic() + timeout
-        with self._advanced:
+        with self._advanced:  # not the graph's lock: a waiting reader never delays a writer
             while True:
                 head = self.head()
                 if version <= head:
@@ -308,7 +314,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise VersionNotYetAvailable(version, head, timeout)
-                self._advanced.wait(min(left, 0.05))
+                self._advanced.wait(min(left, 1.0))  # woken by process(); 1 s: belt and braces
 
     # -- runs (claimgraph.service.runs) ----------------------------------------------------
 

@@ -9,11 +9,18 @@ One JSON object per command; ``type`` picks the kind::
 Nodes are ``"type:id"`` or ``{"type": ..., "id": ...}``. ``command_id`` defaults to a fresh
 UUID, ``asserted_at`` to the time of submission, ``graph`` to the graph being written.
 Validation errors name the line, the field and what was expected (:class:`InputError`).
+
+Types are strict: a number is a JSON number (``"0.5"`` and ``true`` are not confidences), an
+integer is not a float, text is text. Numbers must fit the wire (64-bit integers, finite
+floats); ``NaN``, ``Infinity`` and numbers that overflow to them are refused.
+
+JSON text is parsed within bounds (:mod:`claimgraph.service.bounded`); JSON Lines become one
+record per line, whatever the line holds (:mod:`claimgraph.service.jsonlines`).
 """
 
 from __future__ import annotations
 
-import json
+import math
 import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, cast
@@ -30,9 +37,11 @@ from pydantic import (
 from claimgraph.core.commands import CLIENT_COMMANDS, COMMANDS, Sender
 from claimgraph.core.model import LIMITS, Command
 from claimgraph.errors import InputError
+from claimgraph.service.bounded import loads
 
-__all__ = ["CommandIn", "NodeRef", "parse_command", "parse_node", "to_millis"]
+__all__ = ["I64", "CommandIn", "NodeRef", "now_millis", "parse_command", "parse_node", "to_millis"]
 
+I64 = 2**63 - 1  # the wire's integers are Avro longs
 Id = Annotated[str, Field(min_length=1, max_length=LIMITS["id"])]
 CLIENT_NAMES = tuple(n for spec in CLIENT_COMMANDS for n in spec.client_names)
 _BY = {  # who writes the records no client may send
@@ -41,22 +50,35 @@ _BY = {  # who writes the records no client may send
 }
 
 
-def to_millis(value: int | float | str | datetime) -> int:
+def _in_range(ms: int) -> int:
+    if not -I64 - 1 <= ms <= I64:
+        raise ValueError(f"{ms} ms is out of the signed 64-bit range of a time")
+    return ms
+
+
+def to_millis(value: object) -> int:
     """ms since the epoch from an int (ms), a float (s), an ISO 8601 string or a datetime."""
     if isinstance(value, bool):
         raise ValueError("expected a time, got a boolean")
     if isinstance(value, int):
-        return value
+        return _in_range(value)
     if isinstance(value, float):
-        return int(value * 1000)
+        ms = value * 1000
+        if not math.isfinite(ms):
+            raise ValueError(f"{value!r} s is not a finite time")
+        return _in_range(int(ms))
     if isinstance(value, str):
         try:
             dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             raise ValueError(
-                f"{value!r} is not an ISO 8601 time such as 2026-11-29T10:00:00Z"
+                f"{value[:80]!r} is not an ISO 8601 time such as 2026-11-29T10:00:00Z"
             ) from None
         value = dt
+    if not isinstance(value, datetime):
+        raise ValueError(
+            f"expected a time (ms, seconds or ISO 8601 text), got {type(value).__name__}"
+        )
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return int(value.timestamp() * 1000)
@@ -69,7 +91,7 @@ def now_millis() -> int:
 class NodeRef(BaseModel):
     """A node: its type and id."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     type: Id
     id: Id
 
@@ -94,7 +116,7 @@ Node = Annotated[NodeRef, Field()]
 
 
 class _Base(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     command_id: Id | None = None
     graph: Id | None = None
     agent: Id
@@ -122,7 +144,7 @@ class ClaimIn(_Base):
     ] = []
     reasoning: Annotated[str, Field(max_length=LIMITS["reasoning"])] = ""
     asserted_at: int | float | str | datetime | None = None
-    based_on_version: Annotated[int, Field(ge=-1)] | None = None
+    based_on_version: Annotated[int, Field(ge=-1, le=I64)] | None = None
     properties: Annotated[
         dict[Id, Annotated[str, Field(max_length=LIMITS["property_value"])]],
         Field(max_length=LIMITS["properties"]),
@@ -393,10 +415,7 @@ def _explain(exc: ValidationError) -> str:
 def parse_command(value: str | bytes | dict[str, Any], graph: str) -> Command:
     """Validate one command (a JSON text or an already parsed object) into a wire command."""
     if isinstance(value, str | bytes):
-        try:
-            value = json.loads(value)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"not JSON: {exc}") from None
+        value = loads(value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value)
     if not isinstance(value, dict):
         raise InputError(f"expected a JSON object, got {type(value).__name__}")
     ctype = value.get("type")

@@ -1,9 +1,10 @@
 """A Kafka-backed graph for clients: writes go to the commands topic, reads to a projection.
 
-Writes produce the command (keyed by graph) and wait for its decision on the decisions
-partition, so each write returns the decision and the version it landed at, as the embedded
-graph does. Reads open a projector's directory as a RocksDB *secondary* instance and catch
-up with the primary (the projector process) before each read.
+Writes produce the command (keyed by graph) to the partition the graph is placed on (the
+registry, :mod:`claimgraph.logs.kafka_layout`; an unplaced graph is refused) and wait for its
+decision on the decisions partition, so each write returns the decision and the version it
+landed at, as the embedded graph does. Reads open a projector's directory as a RocksDB
+*secondary* instance and catch up with the primary (the projector process) before each read.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from rocksdict import AccessType, Options, Rdict
 from claimgraph.core.model import Command, Decision
 from claimgraph.core.wire import decode_decision, encode_command
 from claimgraph.errors import ConfigError, StorageError, VersionNotYetAvailable
-from claimgraph.logs.kafka import KafkaConfig, KafkaLog, partition_for, topic_partitions, watermark
+from claimgraph.logs.kafka import KafkaConfig, KafkaLog, topic_partitions, watermark
+from claimgraph.logs.kafka_layout import check_layout
 from claimgraph.logs.rocks import rocksdb_errors
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.reader import ProjectionReader
@@ -51,8 +53,15 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
         self.cfg = cfg
         self.name = graph
         self.write_timeout = write_timeout
+        # only on topics kafka init created, only for a graph an admin placed, and to the
+        # partition it is placed on, whatever a client's partitioner would pick
+        self.partition = check_layout(cfg).partition_of(graph)
         parts = topic_partitions(cfg, cfg.commands_topic)
-        self.partition = partition_for(graph, parts)
+        if self.partition >= parts:
+            raise ConfigError(
+                f"graph {graph!r} is placed on partition {self.partition}, but "
+                f"{cfg.commands_topic} has {parts} partitions"
+            )
         self.commands = KafkaLog(cfg, cfg.commands_topic, self.partition, key=graph)
         self._secondary: Path | None = None
         self._runs: KafkaLog | None = None
@@ -199,10 +208,7 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
 
     def _runs_log(self) -> KafkaLog:
         if self._runs is None:
-            parts = topic_partitions(self.cfg, self.cfg.runs_topic)
-            self._runs = KafkaLog(
-                self.cfg, self.cfg.runs_topic, partition_for(self.name, parts), key=self.name
-            )
+            self._runs = KafkaLog(self.cfg, self.cfg.runs_topic, self.partition, key=self.name)
         return self._runs
 
     def append_run_events(self, events: Sequence[dict[str, Any]]) -> None:

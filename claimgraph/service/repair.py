@@ -25,7 +25,7 @@ from claimgraph.core.model import Progress
 from claimgraph.core.state import GraphState
 from claimgraph.errors import ClaimgraphError, IntegrityError
 from claimgraph.logs.embedded import EmbeddedLogStore
-from claimgraph.logs.rocks import SALVAGE, STRICT, failure
+from claimgraph.logs.rocks import SALVAGE, STRICT, named
 from claimgraph.projections.checkpoints import list_checkpoints
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.service.graph import read_config
@@ -94,10 +94,8 @@ def rebuild(
             projector = Projector(fresh, state)
             projector.set_graph(state.graph)
             fold_decisions(logs, state, projector, progress=progress)
-            try:
+            with named(fresh.place, "flushing the rebuilt projection"):
                 fresh.db.flush()
-            except Exception as exc:
-                raise failure(exc, fresh.place, "flushing the rebuilt projection") from None
         except BaseException:
             fresh.close()
             shutil.rmtree(staged, ignore_errors=True)

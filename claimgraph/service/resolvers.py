@@ -17,35 +17,51 @@ In a fail-closed domain (payment, refund, permission) an automatic resolver may 
 conservative outcome (a denial, the fallback value or one of the declared ``safe`` values);
 anything else needs a human's verdict — the governor enforces this too (``needs_human``).
 
-Arbiter protocol: the escalation payload (see :mod:`claimgraph.service.escalations`) as JSON on the
-command's stdin or as the POST body; the answer is one JSON object::
-
-    {"winner": "<claim id>"}  |  {"reject_all": true}  |  {"escalate": "reason"}
-    (+ optional "rationale": "...")
+Arbiters (an external command or an HTTP endpoint, :mod:`claimgraph.service.arbiters`) get
+the escalation payload and answer a verdict. A pass is bounded (:class:`ResolverLimits`): CEL
+rules are metered (:class:`~claimgraph.core.rules.RuleLimits`), an arbiter's answer is capped
+in size and nesting and its time in seconds (its process group is killed at the timeout).
+A resolver past a limit passes, with the limit named in the verdict's ``passed`` trail.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from claimgraph.core.governance import Vote, majority, merge
-from claimgraph.core.rules import matches, select
+from claimgraph.core.rules import RULE_LIMITS, RuleLimits, matches, select
 from claimgraph.core.schema import EdgeType, ResolverSpec
 from claimgraph.errors import ArbiterError, RuleError
+from claimgraph.service.arbiters import MAX_DEPTH, MAX_OUTPUT, Arbiter, CommandArbiter, HttpArbiter
 
 __all__ = [
+    "RESOLVER_LIMITS",
     "Arbiter",
     "CommandArbiter",
     "HttpArbiter",
+    "ResolverLimits",
     "Verdict",
     "arbiter_for",
     "decide_conflict",
     "run_resolvers",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolverLimits:
+    """What one resolver pass may cost: CEL rules, and each arbiter's answer and time."""
+
+    rules: RuleLimits = RULE_LIMITS
+    max_output: int = MAX_OUTPUT  # bytes of an arbiter's answer (stdout or HTTP body)
+    max_depth: int = MAX_DEPTH  # JSON nesting of the answer, measured before parsing
+    max_timeout: float = 300.0  # seconds: a schema's arbiter timeout is capped at this
+
+
+RESOLVER_LIMITS = ResolverLimits()
 
 
 @dataclass(slots=True)
@@ -62,80 +78,35 @@ class Verdict:
         return json.dumps(self.inputs, sort_keys=True, separators=(",", ":"), default=str)
 
 
-class Arbiter(Protocol):
-    """An arbitration agent: reads an escalation payload, answers a verdict as a mapping."""
-
-    name: str
-
-    def arbitrate(self, payload: Mapping[str, Any]) -> Mapping[str, Any]: ...
+_KEPT = 16 * 1024  # bytes of an arbiter's answer kept whole in a verdict's inputs
 
 
-class CommandArbiter:
-    """Runs an external command: the payload as JSON on stdin, the verdict as JSON on stdout."""
-
-    def __init__(self, command: Sequence[str], *, timeout: float = 30.0, name: str = "") -> None:
-        self.command = list(command)
-        self.timeout = timeout
-        self.name = name or "arbiter"
-
-    def arbitrate(self, payload: Mapping[str, Any]) -> Mapping[str, Any]:
-        try:
-            proc = subprocess.run(
-                self.command,
-                input=json.dumps(payload, default=str).encode(),
-                capture_output=True,
-                timeout=self.timeout,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ArbiterError(f"{self.command[0]}: {exc}") from None
-        if proc.returncode != 0:
-            err = proc.stderr.decode(errors="replace").strip().splitlines()
-            raise ArbiterError(
-                f"{self.command[0]} exited with {proc.returncode}" + (f": {err[-1]}" if err else "")
-            )
-        return _answer(proc.stdout)
+def _kept(answer: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The answer as a verdict records it: whole if small, else its verdict keys, the start
+    of its rationale and the SHA-256 of the whole (so the resolve command stays within the
+    governor's size limit for ``inputs`` and is not rejected, and retried, every pass)."""
+    raw = json.dumps(answer, sort_keys=True, default=str)
+    if len(raw.encode()) <= _KEPT:
+        return answer
+    keys = ("winner", "reject_all", "escalate")
+    return {
+        **{k: answer[k] for k in keys if k in answer and len(str(answer[k])) <= 256},
+        "rationale": str(answer.get("rationale", ""))[:1000],
+        "truncated": {
+            "bytes": len(raw.encode()),
+            "sha256": hashlib.sha256(raw.encode()).hexdigest(),
+        },
+    }
 
 
-class HttpArbiter:
-    """POSTs the payload as JSON to an endpoint; the response body is the verdict."""
-
-    def __init__(self, url: str, *, timeout: float = 30.0, name: str = "") -> None:
-        self.url = url
-        self.timeout = timeout
-        self.name = name or "arbiter"
-
-    def arbitrate(self, payload: Mapping[str, Any]) -> Mapping[str, Any]:
-        import httpx
-
-        try:
-            r = httpx.post(
-                self.url, content=json.dumps(payload, default=str), timeout=self.timeout,
-                headers={"content-type": "application/json"},
-            )  # fmt: skip
-        except httpx.HTTPError as exc:
-            raise ArbiterError(f"{self.url}: {exc}") from None
-        if r.status_code != 200:
-            raise ArbiterError(f"{self.url} answered HTTP {r.status_code}")
-        return _answer(r.content)
-
-
-def _answer(raw: bytes) -> Mapping[str, Any]:
-    try:
-        value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise ArbiterError(f"not JSON: {raw[:120]!r}") from None
-    if not isinstance(value, dict):
-        raise ArbiterError(f"expected a JSON object, got {type(value).__name__}")
-    return value
-
-
-def arbiter_for(spec: ResolverSpec) -> Arbiter:
-    """The arbiter a schema's ``arbiter:`` entry describes."""
+def arbiter_for(spec: ResolverSpec, limits: ResolverLimits = RESOLVER_LIMITS) -> Arbiter:
+    """The arbiter a schema's ``arbiter:`` entry describes, within ``limits``."""
+    timeout = min(spec.timeout, limits.max_timeout)
+    bounds = {"max_output": limits.max_output, "max_depth": limits.max_depth}
     if spec.command:
-        return CommandArbiter(spec.command, timeout=spec.timeout, name=spec.name)
+        return CommandArbiter(spec.command, timeout=timeout, name=spec.name, **bounds)
     assert spec.url is not None
-    return HttpArbiter(spec.url, timeout=spec.timeout, name=spec.name)
+    return HttpArbiter(spec.url, timeout=timeout, name=spec.name, **bounds)
 
 
 def _votes(claims: Sequence[Mapping[str, Any]]) -> list[Vote]:
@@ -164,11 +135,12 @@ def decide_conflict(
     et: EdgeType,
     *,
     arbiters: Mapping[str, Arbiter] | None = None,
+    limits: ResolverLimits = RESOLVER_LIMITS,
 ) -> Verdict:
     """Run ``et``'s resolver chain over a conflict's escalation payload.
 
     ``arbiters`` overrides the arbiters the schema declares (by name), e.g. for tests or an
-    in-process model client; otherwise they are built from the schema.
+    in-process model client; otherwise they are built from the schema, within ``limits``.
     """
     claims: list[Mapping[str, Any]] = list(payload["claims"])
     ids = {c["claim_id"] for c in claims}
@@ -199,7 +171,7 @@ def decide_conflict(
             for rule in spec.rules:
                 name = f"rules:{rule.name}"
                 try:
-                    if not matches(rule.when, activation):
+                    if not matches(rule.when, activation, limits.rules):
                         continue
                     if rule.escalate is not None:
                         return verdict(
@@ -215,7 +187,7 @@ def decide_conflict(
                             when=rule.when,
                         )
                     assert rule.adopt is not None
-                    picked = select(rule.adopt, claims, activation)
+                    picked = select(rule.adopt, claims, activation, limits.rules)
                 except RuleError as exc:
                     trail.append({"resolver": name, "why": f"CEL error: {exc}"})
                     continue
@@ -268,7 +240,7 @@ def decide_conflict(
             if v is not None:
                 return v
         elif spec.kind == "arbiter":
-            arb = (arbiters or {}).get(spec.name) or arbiter_for(spec)
+            arb = (arbiters or {}).get(spec.name) or arbiter_for(spec, limits)
             name = f"arbiter:{spec.name}"
             try:
                 answer = dict(arb.arbitrate(payload))
@@ -277,12 +249,16 @@ def decide_conflict(
                 continue
             rationale = str(answer.get("rationale", ""))[:1000]
             if answer.get("escalate"):
-                return verdict("escalate", name, str(answer["escalate"])[:200], None, answer=answer)
+                return verdict(
+                    "escalate", name, str(answer["escalate"])[:200], None, answer=_kept(answer)
+                )
             if answer.get("reject_all") is True:
-                return verdict("reject_all", name, rationale or "reject all", None, answer=answer)
+                return verdict(
+                    "reject_all", name, rationale or "reject all", None, answer=_kept(answer)
+                )
             w = answer.get("winner")
             if isinstance(w, str) and w in ids:
-                v = adopt(name, w, rationale or f"arbiter picked {w}", answer=answer)
+                v = adopt(name, w, rationale or f"arbiter picked {w}", answer=_kept(answer))
                 if v is not None:
                     return v
                 continue
@@ -326,6 +302,7 @@ def run_resolvers(
     agent: str,
     arbiters: Mapping[str, Arbiter] | None = None,
     at: int | None = None,
+    limits: ResolverLimits = RESOLVER_LIMITS,
 ) -> list[tuple[str, Verdict, Any]]:
     """One pass: run the resolver chain of every open, not yet escalated conflict.
 
@@ -346,7 +323,7 @@ def run_resolvers(
         payload = graph.escalation(row["conflict_id"], at=version)
         if payload is None:
             continue
-        v = decide_conflict(payload, et, arbiters=arbiters)
+        v = decide_conflict(payload, et, arbiters=arbiters, limits=limits)
         cid = row["conflict_id"]
         if v.action == "escalate":
             r = graph.escalate(cid, agent=agent, reason=v.rationale[:256], resolver=v.resolver)

@@ -116,24 +116,36 @@ class RunsMixin:
         return replay(self, events)  # type: ignore[arg-type]
 
 
-def hold_remote_pins(graph: Any, events: Sequence[dict[str, Any]], agent: str) -> None:
+def hold_remote_pins(
+    graph: Any, events: Sequence[dict[str, Any]], agent: str, limit: int | None = None
+) -> None:
     """Pins the server holds for runs of remote clients (which keep no registry of their own).
 
-    A ``start`` event pins its version (1 h lease; a start at a pruned version raises
-    :class:`~claimgraph.errors.VersionPruned` before anything is appended); an ``end``
-    releases the run's pin.
+    A ``start`` event pins its version (1 h lease), an ``end`` releases the run's pin; all of
+    a request's in one transaction, O(log n) each in the live pins. A start at a pruned
+    version raises :class:`~claimgraph.errors.VersionPruned`, and more than ``limit`` live
+    pins for ``agent`` raise :class:`~claimgraph.errors.LimitError`, before anything is
+    pinned or appended.
     """
     registry = pins_of(graph)
     if registry is None:
         return
-    for ev in events:
-        owner = f"{agent}:{ev['run_id']}"
-        if ev["kind"] == "start" and ev["pinned_version"] >= 0:
-            registry.pin(ev["pinned_version"], owner=owner, lease=3600.0)
-        elif ev["kind"] == "end":
-            for pin in registry.live():
-                if pin.owner == owner:
-                    registry.unpin(pin.pin_id)
+    starts = [
+        (ev["pinned_version"], f"{agent}:{ev['run_id']}")
+        for ev in events
+        if ev["kind"] == "start" and ev["pinned_version"] >= 0
+    ]
+    ends = [f"{agent}:{ev['run_id']}" for ev in events if ev["kind"] == "end"]
+    if not starts and not ends:
+        return
+    ended = set(ends)  # a run that starts and ends in one request holds nothing afterwards
+    registry.batch(
+        [(v, owner) for v, owner in starts if owner not in ended],
+        lease=3600.0,
+        holder=agent,
+        limit=limit,
+        release=ends,
+    )
 
 
 def pins_of(graph: Any) -> Any:
@@ -166,7 +178,7 @@ class Run:
         self.pin: Any = None  # a retention pin: GC keeps the version readable while it lives
         registry = pins_of(graph)
         if registry is not None and self.version >= 0:
-            self.pin = registry.pin(self.version, owner=self.run_id, lease=lease)
+            self.pin = registry.pin(self.version, owner=self.run_id, lease=lease, holder=agent)
         self.events: list[dict[str, Any]] = []
         self._pending: list[dict[str, Any]] = []
         self._closed = False

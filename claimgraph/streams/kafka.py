@@ -19,16 +19,24 @@ Versions are Kafka offsets, which have gaps; the governor folds decisions by seq
 and keeps, per graph, the offsets of its *committed* decisions (``GraphState.offsets``) to
 translate a claim's ``based_on_version``. A transaction's decisions are contiguous in the
 partition, so replay can rebuild exactly what the live governor knew.
+
+Every record gets a decision, whatever its bytes: its key names its graph (:func:`graph_of`;
+a key that is no graph name goes to a bucket that is never placed), ``decide`` is told the
+partition (a graph not placed on it is rejected under rules revision 2) and bounds the
+decision's size. Nothing is retried forever: a revision-1 decision the decisions topic cannot
+take, or a record the topic refuses for its size, stops the governor with a
+:class:`ConfigError` that says what to do, after the decisions before it are committed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +45,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from claimgraph.core.chain import ChainChecker
 from claimgraph.core.governor import decide
+from claimgraph.core.governor.placement import BAD_KEY, UNKEYED, valid_graph_name
+from claimgraph.core.governor.revisions import CURRENT
 from claimgraph.core.model import Decision
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision, encode_decision, same_decision
@@ -49,11 +59,35 @@ from claimgraph.errors import (
     StorageError,
 )
 from claimgraph.logs.kafka import KafkaConfig, consumer_lag, read_partition, topic_partitions
+from claimgraph.logs.kafka_layout import DECISION_RECORD_BYTES, check_layout, topic_config
 from claimgraph.streams.jsonlog import log_event
 
-__all__ = ["KafkaGovernor", "fold_partition", "verify_partition"]
+__all__ = ["KafkaGovernor", "fold_partition", "graph_of", "verify_partition"]
 
-UNKEYED = "_unkeyed"
+_FRAMING = 1024  # bytes a decision record needs beside its value and key (batch, headers)
+_SIZE_ERRORS = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE)
+
+
+def graph_of(key: bytes | None, known: Container[str]) -> str:
+    """The graph a commands record is decided in: its key, when the key is a graph name.
+
+    A record without a key is decided in :data:`UNKEYED`, one whose key is not a graph name
+    (not UTF-8, too long, control characters, a leading ``_``) in :data:`BAD_KEY`; neither
+    bucket is ever placed, so under rules revision 2 both get a rejection saying why, and
+    a 600 KB key never becomes a graph, a decision's key or a stalled partition. ``known``
+    are the graphs decided before in this partition: a key decided as a graph before keys
+    were checked stays that graph, so old logs replay as they were written.
+    """
+    if not key:
+        return UNKEYED
+    try:
+        name = key.decode("utf-8")
+    except UnicodeDecodeError:
+        name = None
+    if name is not None and (valid_graph_name(name) or name in known):
+        return name
+    legacy = key.decode("utf-8", "replace")
+    return legacy if legacy in known else BAD_KEY
 
 
 @dataclass
@@ -143,6 +177,7 @@ class KafkaGovernor:
         on_batch: Callable[[KafkaGovernor, int], None] | None = None,
         checkpoints: Path | None = None,
         checkpoint_every: int | None = None,
+        upgrade_oversized: frozenset[str] = frozenset(),
     ) -> None:
         self.cfg = cfg
         self.partition = partition
@@ -159,6 +194,9 @@ class KafkaGovernor:
         self._last: tuple[int, bytes] | None = None  # the newest decision we produced
         self._since_checkpoint = 0
         self.stats = GovernorStats()
+        # revision-1 graphs whose oversized decision the operator lets revision 2 reject
+        self.upgrade_oversized = upgrade_oversized
+        self.record_limit = DECISION_RECORD_BYTES  # the decisions topic's max.message.bytes
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
         self._stop = False
@@ -166,12 +204,24 @@ class KafkaGovernor:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Fence older governors, rebuild state from the decisions log, seek the input."""
+        """Fence older governors, rebuild state from the decisions log, seek the input.
+
+        Runs only on the topics ``kafka init`` created or checked, and only when the decisions
+        topic takes every decision the rules can make.
+        """
+        check_layout(self.cfg)
         parts = topic_partitions(self.cfg, self.cfg.commands_topic)
         if self.partition >= parts:
             raise ConfigError(
                 f"partition {self.partition} does not exist: {self.cfg.commands_topic} has {parts}"
             )
+        limit = int(topic_config(self.cfg, self.cfg.decisions_topic)["max.message.bytes"])
+        if limit < DECISION_RECORD_BYTES:
+            raise ConfigError(
+                f"{self.cfg.decisions_topic} takes records of at most {limit} bytes; decisions "
+                f"need {DECISION_RECORD_BYTES} (max.message.bytes; claimgraph kafka init checks it)"
+            )
+        self.record_limit = limit
         self._producer = Producer(
             self.cfg.client(
                 **{
@@ -179,6 +229,7 @@ class KafkaGovernor:
                     "transaction.timeout.ms": 60000,
                     "linger.ms": 5,
                     "batch.num.messages": 10000,
+                    "message.max.bytes": limit,
                     "client.id": f"governor-{self.owner}",
                 }
             )
@@ -271,41 +322,93 @@ class KafkaGovernor:
         return decided
 
     def step(self) -> int:
-        """One transaction: consume a batch, decide it, produce decisions, commit."""
-        consumer, producer = self._consumer, self._producer
-        assert consumer is not None and producer is not None
+        """One transaction: consume a batch, decide it, produce decisions, commit.
+
+        A revision-1 decision the decisions topic cannot take stops the governor with a
+        :class:`ConfigError` saying what to do, after committing the decisions before it.
+        """
+        consumer = self._consumer
+        assert consumer is not None and self._producer is not None
         msgs = consumer.consume(num_messages=self.batch_size, timeout=self.batch_ms / 1000)
         msgs = [m for m in msgs if self._usable(m)]
         if not msgs:
             return 0
+        decided, stuck = self._decide(msgs)
+        if decided and not self._commit(msgs[len(decided) - 1], decided):
+            return 0  # aborted: state and position were rebuilt from what is committed
+        if stuck is not None:
+            raise stuck
+        return len(decided)
+
+    def _decide(self, msgs: list[Any]) -> tuple[list[tuple[str, bytes]], ConfigError | None]:
+        """Decide a batch in order: (graph, decision record) each, until one cannot be written."""
+        out: list[tuple[str, bytes]] = []
+        for m in msgs:
+            graph = graph_of(m.key(), self.states)
+            st = self.states.get(graph)
+            if st is None:
+                st = self.states[graph] = GraphState(graph)
+                st.offsets = []
+            value, offset, now = m.value() or b"", int(m.offset() or 0), m.timestamp()[1]
+            d = decide(st, value, offset, now, partition=self.partition)
+            raw = encode_decision(d)
+            if len(raw) + len(graph.encode("utf-8")) + _FRAMING > self.record_limit:
+                if graph not in self.upgrade_oversized:
+                    return out, self._oversized(graph, offset, d, len(raw))
+                d = decide(st, value, offset, now, rules=CURRENT, partition=self.partition)
+                raw = encode_decision(d)
+                log_event(
+                    "governor.upgraded_oversized",
+                    partition=self.partition,
+                    graph=graph,
+                    offset=offset,
+                    reason=d["reason"],
+                )
+            st.evolve(d, st.decisions, raw)
+            self._count(d)
+            out.append((graph, raw))
+        return out, None
+
+    def _oversized(self, graph: str, offset: int, d: Decision, size: int) -> ConfigError:
+        """The error that stops the governor at a decision it cannot write (revision 1)."""
+        log_event(
+            "governor.stuck", partition=self.partition, graph=graph, offset=offset, bytes=size
+        )
+        return ConfigError(
+            f"governor of partition {self.partition} stopped at "
+            f"{self.cfg.commands_topic}[{self.partition}]@{offset}: graph {graph!r} decides "
+            f"under rules revision {d['rules']}, where this command's decision takes {size} "
+            f"bytes and {self.cfg.decisions_topic} takes at most {self.record_limit}; revision "
+            f"{d['rules']} has no too_large rejection, so the partition cannot go past it. To "
+            f"record it as a too_large rejection, restart the governor with "
+            f"--upgrade-oversized {graph}: the graph then decides under rules revision {CURRENT} "
+            f"from that record on, as after an upgrade_rules (revision {CURRENT} decides only "
+            f"graphs placed on their partition: claimgraph kafka place adopts it)"
+        )
+
+    def _commit(self, last: Any, decided: list[tuple[str, bytes]]) -> bool:
+        """Produce the decisions and the input position in one transaction (False: aborted)."""
+        consumer, producer = self._consumer, self._producer
+        assert consumer is not None and producer is not None
         delivered: list[tuple[str, int]] = []
-        failures: list[str] = []
+        failures: list[KafkaError] = []
 
         def on_delivery(err: KafkaError | None, msg: Any) -> None:
             if err is not None:
-                failures.append(err.str())
+                failures.append(err)
             else:
                 delivered.append((msg.key().decode("utf-8"), msg.offset()))
 
-        last_value = b""
         try:
             producer.begin_transaction()
-            for m in msgs:
-                key = m.key()
-                graph = key.decode("utf-8", "replace") if key else UNKEYED
-                st = self.states.get(graph)
-                if st is None:
-                    st = self.states[graph] = GraphState(graph)
-                    st.offsets = []
-                d = decide(st, m.value() or b"", int(m.offset() or 0), m.timestamp()[1])
-                last_value = encode_decision(d)
-                st.evolve(d, st.decisions, last_value)
-                self._count(d)
-                self._produce(producer, graph, last_value, on_delivery)
-            last = int(msgs[-1].offset() or 0)
+            for graph, value in decided:
+                self._produce(producer, graph, value, on_delivery)
             positions = [
                 TopicPartition(
-                    self.cfg.commands_topic, self.partition, last + 1, metadata=self.owner
+                    self.cfg.commands_topic,
+                    self.partition,
+                    int(last.offset() or 0) + 1,
+                    metadata=self.owner,
                 )
             ]
             group = consumer.consumer_group_metadata()
@@ -313,30 +416,47 @@ class KafkaGovernor:
             _bounded(lambda: producer.commit_transaction(30), 45)
         except _Stuck as exc:
             self._abandon(str(exc))
-            return 0
+            return False
         except KafkaException as exc:
+            self._refuse_size(exc, failures)
             self._recover(exc)
-            return 0
-        if failures or len(delivered) != len(msgs):
+            return False
+        if failures or len(delivered) != len(decided):
             # cannot happen after a successful commit; treat as a broken transaction
             self._recover(
                 KafkaException(KafkaError(KafkaError._FAIL, f"delivery failed: {failures[:1]}"))
             )
-            return 0
+            return False
         for graph, offset in delivered:
             offsets = self.states[graph].offsets
             assert offsets is not None
             offsets.append(offset)
         self.stats.transactions += 1
-        self.stats.commands += len(msgs)
-        self._last = (delivered[-1][1], last_value)
-        self._since_checkpoint += len(msgs)
+        self.stats.commands += len(decided)
+        self._last = (delivered[-1][1], decided[-1][1])
+        self._since_checkpoint += len(decided)
         if self.checkpoint_every is not None and self._since_checkpoint >= self.checkpoint_every:
             self.checkpoint()
         gc.freeze()  # the folded state is long-lived: keep it out of full collections
         if self.on_batch is not None:
-            self.on_batch(self, len(msgs))
-        return len(msgs)
+            self.on_batch(self, len(decided))
+        return True
+
+    def _refuse_size(self, exc: KafkaException, failures: list[KafkaError]) -> None:
+        """A record the decisions topic refused for its size is not retried: abort and stop
+        (the topic's max.message.bytes was lowered below what kafka init set)."""
+        errors = [*failures, *(a for a in exc.args[:1] if isinstance(a, KafkaError))]
+        if not any(e.code() in _SIZE_ERRORS for e in errors):
+            return
+        producer = self._producer
+        assert producer is not None
+        with contextlib.suppress(_Stuck, KafkaException):  # else the next governor aborts it
+            _bounded(lambda: producer.abort_transaction(30), 45)
+        log_event("governor.stuck", partition=self.partition, error=str(exc))
+        raise ConfigError(
+            f"{self.cfg.decisions_topic} refused a decision for its size ({exc}); the governor "
+            f"stops instead of retrying it: run claimgraph kafka init to check the topics"
+        )
 
     def checkpoint(self) -> Path | None:
         """Snapshot the folded states after the newest committed decision (None: nothing yet)."""
@@ -489,29 +609,33 @@ def verify_partition(
             f"{len(decisions)} decisions",
             None,
         )
+    graphs: list[str] = []  # the graph of each command, as the governor mapped its key
+    known: set[str] = set()
+    for _, key in decided:
+        graphs.append(graph_of(key, known))
+        known.add(graphs[-1])
     chains: dict[str, ChainChecker] = {}  # first the hash chain, one per graph
-    for (cmd, key), (dec, _) in zip(decided, decisions, strict=True):
-        graph = key.decode("utf-8", "replace") if key else UNKEYED
+    for graph, (cmd, _), (dec, _) in zip(graphs, decided, decisions, strict=True):
         logged = _decoded(dec.value)
         if logged is not None:
             chains.setdefault(graph, ChainChecker()).add(dec.offset, dec.value, logged, cmd.value)
     states: dict[str, GraphState] = {}
     pending: list[tuple[str, int]] = []
     prev_offset: int | None = None
-    for i, ((cmd, key), (dec, _)) in enumerate(zip(decided, decisions, strict=True)):
+    for i, (graph, (cmd, _), (dec, _)) in enumerate(zip(graphs, decided, decisions, strict=True)):
         if prev_offset is not None and dec.offset != prev_offset + 1:
-            for graph, off in pending:  # a new transaction: the previous one had committed
-                offs = states[graph].offsets
+            for done, off in pending:  # a new transaction: the previous one had committed
+                offs = states[done].offsets
                 assert offs is not None
                 offs.append(off)
             pending = []
         prev_offset = dec.offset
-        graph = key.decode("utf-8", "replace") if key else UNKEYED
         st = states.get(graph)
         if st is None:
             st = states[graph] = GraphState(graph)
             st.offsets = []
-        d = decide(st, cmd.value, cmd.offset, cmd.timestamp, rules=_rules_of(dec.value))
+        rules = _rules_of(dec.value)
+        d = decide(st, cmd.value, cmd.offset, cmd.timestamp, rules=rules, partition=partition)
         if encode_decision(d) != dec.value and not same_decision(dec.value, d):
             raise IntegrityError(
                 f"decision at version {dec.offset} (partition {partition}) "

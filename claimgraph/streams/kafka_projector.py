@@ -1,6 +1,6 @@
 """The projector on Kafka: a ``read_committed`` consumer of one graph's decisions partition.
 
-It folds the graph's decisions (other graphs hashed to the same partition are skipped) with
+It folds the graph's decisions (other graphs placed on the same partition are skipped) with
 their real offsets as versions, and writes each batch of rows together with its applied
 offset, like the embedded projector. On restart it re-folds the decisions up to the applied
 offset without writing, then continues writing after it — or, when ``DIR/checkpoints`` holds
@@ -24,13 +24,8 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision
 from claimgraph.errors import ConfigError, StorageError
-from claimgraph.logs.kafka import (
-    KafkaConfig,
-    consumer_lag,
-    partition_for,
-    read_partition,
-    topic_partitions,
-)
+from claimgraph.logs.kafka import KafkaConfig, consumer_lag, read_partition
+from claimgraph.logs.kafka_layout import placement
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.streams.jsonlog import log_event
 
@@ -54,8 +49,7 @@ class KafkaProjector:
         self.key = graph.encode("utf-8")
         self.path = path
         self.batch_size = batch_size
-        parts = topic_partitions(cfg, cfg.decisions_topic)
-        self.partition = partition_for(graph, parts)
+        self.partition = placement(cfg, graph)  # where the registry placed the graph
         path.mkdir(parents=True, exist_ok=True)
         marker = path / "graph.json"
         if marker.exists():

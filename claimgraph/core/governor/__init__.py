@@ -19,6 +19,8 @@ The rules live in one module each, and this module only dispatches:
 ``conflicts``             the calibrated merge, ``resolve``, releasing claims
 ``lifecycle``             ``retract`` and ``erase``
 ``exits``                 ``tick``, ``read_blocked``, ``escalate``: leaving quarantine
+``placement``             ``place`` (Kafka), and the last checks of every decision: a graph
+                          placed on the record's partition, a decision that fits its bound
 ``base``                  the empty decision, :class:`Refusal`, field checks
 ``revisions``             which rules revision decides: every decision records its own
 ========================  ==================================================================
@@ -44,6 +46,7 @@ from claimgraph.core.governor.claims import claim, signals_of
 from claimgraph.core.governor.conflicts import resolve
 from claimgraph.core.governor.exits import escalate, read_blocked, tick
 from claimgraph.core.governor.lifecycle import erase, retract
+from claimgraph.core.governor.placement import fitting, place, placed_here
 from claimgraph.core.governor.revisions import CURRENT, at_least
 from claimgraph.core.model import (
     LIMITS,
@@ -61,20 +64,29 @@ __all__ = ["conflict_id_for", "decide", "decide_command"]
 
 
 def decide(
-    state: GraphState, data: bytes, input_offset: int, log_time: int, *, rules: int | None = None
+    state: GraphState,
+    data: bytes,
+    input_offset: int,
+    log_time: int,
+    *,
+    rules: int | None = None,
+    partition: int | None = None,
 ) -> Decision:
     """Decide one command given as bytes from the commands log.
 
     The rules revision is the graph's (that of its last decision; :data:`CURRENT` for an
     empty graph) unless ``rules`` names one: ``verify`` re-decides every command under the
-    revision its logged decision was made under.
+    revision its logged decision was made under. ``partition`` is the Kafka commands
+    partition the record is in (None: the embedded log), a fact of the log like the offset.
     """
     if rules is None:
         rules = CURRENT if state.rules is None else state.rules
     d = _decide(state, data, input_offset, log_time, rules)
+    d = placed_here(state, d, partition)  # Kafka: the graph lives on this partition (placement)
     if at_least(d, 2):  # the decisions log is a hash chain (core.chain)
         d["command_sha256"] = command_digest(data)
         d["prev_hash"] = state.chain.hex()
+        d = fitting(d, len(data))  # a decision that cannot be written is a rejection
     return d
 
 
@@ -98,7 +110,9 @@ def _decide(
         d = decide_command(state, inner, input_offset, log_time, rules)
         d["signed_by"] = key_id
         return d
-    if _requires_signature(state, cmd, rules):
+    if (
+        _requires_signature(state, cmd, rules) and cmd.get("type") != "place"
+    ):  # placement is the operator's
         ctype = cast(str, cmd.get("type", "claim"))
         d = new_decision(state, cmd, ctype, input_offset, log_time, rules)
         d["command_id"] = ""  # not remembered: a forged copy must not burn the genuine id
@@ -203,4 +217,5 @@ _HANDLERS: dict[str, Callable[[GraphState, Command, Decision], None]] = {
     "invalid_input": _invalid,
     **_AUTHORITY,  # register_key, revoke_key, refused
     "erase": erase,
+    "place": place,
 }

@@ -197,7 +197,8 @@ def claim(state: GraphState, cmd: Command, d: Decision) -> None:
         conflict = state.conflicts[open_conflict]
         mine = [x for x in conflict.claims if state.claims[x].agent == agent and x not in own]
         rest = [x for x in conflict.claims if x not in mine]
-        if not unsafe and all(claim_outcome(state, x) == (key, asserts) for x in rest):
+        agree = all(claim_outcome(state, x) == (key, asserts) for x in rest)
+        if rest and agree and not opposing and not unsafe:
             release(state, rest, d)
             d["kind"] = "accepted"
             d["reason"] = Reason.CONFLICT_SETTLED.value

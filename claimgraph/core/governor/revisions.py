@@ -44,6 +44,10 @@ CHANGES: dict[int, tuple[str, ...]] = {
         "the safe value is not safe; an exit falls back only to a claim of the safe value",
         "a writer's new claim replaces its own earlier claims in the conflict it joins; a "
         "conflict whose remaining claims all agree settles (conflict_settled)",
+        "Kafka: a command of a graph not placed on the partition its record is in is rejected "
+        "(misrouted); records without a key, or whose key is not a graph name, too",
+        "a decision whose record would exceed LIMITS['decision_bytes'] is replaced by a "
+        "rejection (too_large) that keeps the envelope and the chain, with no effect",
     ),
 }
 

@@ -205,7 +205,10 @@ _PARSED_MAX = 32
 def _load(document: str, source: str, limits: YamlLimits) -> Any:
     """Compose, measure, then construct: a document over ``limits`` never gets built."""
     _scan_depth(document, source, limits)
-    loader = yaml.SafeLoader(document)
+    try:
+        loader = yaml.SafeLoader(document)
+    except yaml.YAMLError as exc:  # the reader refuses control characters up front
+        raise SchemaError(source, [("", f"not valid YAML: {exc}")]) from None
     try:
         try:
             node = loader.get_single_node()

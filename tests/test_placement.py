@@ -1,0 +1,242 @@
+"""Placement and decisions that fit, in the pure core: ``decide(..., partition=)`` (issue 11).
+
+A graph is decided on a Kafka partition only after a ``place`` record put it there (rules
+revision 2; revision-1 graphs keep deciding unplaced and can be adopted), and a decision that
+would exceed ``LIMITS["decision_bytes"]`` is recorded as a ``too_large`` rejection that keeps
+the envelope and the hash chain.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from claimgraph.core.chain import command_digest
+from claimgraph.core.governor import decide
+from claimgraph.core.governor.placement import BAD_KEY, UNKEYED, _bound
+from claimgraph.core.model import LIMITS, Decision
+from claimgraph.core.state import GraphState
+from claimgraph.core.wire import encode_command, encode_decision
+from tests.conftest import SCHEMA
+from tests.strategies import GRAPH, Stream, streams
+
+T0 = 1_800_000_000_000
+
+
+def _place(graph: str, partition: int, cid: str = "place-1") -> bytes:
+    return encode_command(
+        {
+            "type": "place",
+            "command_id": cid,
+            "graph": graph,
+            "agent": "claimgraph-kafka",
+            "task": "place",
+            "partition": partition,
+        }
+    )
+
+
+def _publish(graph: str, cid: str = "s1") -> bytes:
+    return encode_command(
+        {
+            "type": "publish_schema",
+            "command_id": cid,
+            "graph": graph,
+            "agent": "admin",
+            "task": "",
+            "document": SCHEMA,
+            "source": "s.yaml",
+        }
+    )
+
+
+def _claim(graph: str, cid: str, **fields: Any) -> bytes:
+    cmd: dict[str, Any] = {
+        "type": "claim",
+        "command_id": cid,
+        "graph": graph,
+        "agent": "inventory",
+        "task": "t",
+        "run_id": None,
+        "edge_type": "depends_on",
+        "subject_type": "service",
+        "subject_id": "a",
+        "object_type": "service",
+        "object_id": "b",
+        "polarity": "assert",
+        "confidence": 0.9,
+        "evidence": [],
+        "reasoning": "",
+        "asserted_at": T0,
+        "based_on_version": None,
+        "properties": {},
+        **fields,
+    }
+    return encode_command(cmd)  # type: ignore[arg-type]
+
+
+class Partition:
+    """One graph's commands on one partition, decided and folded in order."""
+
+    def __init__(self, graph: str, partition: int | None, rules: int | None = None) -> None:
+        self.state = GraphState(graph)
+        self.partition = partition
+        self.rules = rules  # the revision of the first decision (None: the newest)
+        self.offset = 0
+
+    def decide(self, data: bytes) -> Decision:
+        rules = self.rules if self.state.rules is None else None
+        d = decide(
+            self.state, data, self.offset, T0 + self.offset, rules=rules, partition=self.partition
+        )
+        self.state.evolve(d, self.offset, encode_decision(d))
+        self.offset += 1
+        return d
+
+
+def test_a_place_is_accepted_only_in_the_partition_it_names() -> None:
+    """``place`` for partition 2 is accepted on partition 2, misrouted on 1 and embedded."""
+    here = Partition("refunds", 2).decide(_place("refunds", 2))
+    assert (here["kind"], here["reason"], here["count"]) == ("accepted", "placed", 2)
+    for where in (1, None):
+        d = Partition("refunds", where).decide(_place("refunds", 2))
+        assert (d["kind"], d["reason"], d["count"]) == ("rejected", "misrouted", 0)
+        assert "names partition 2" in d["detail"]
+
+
+def test_an_unplaced_graph_is_misrouted_until_placed_then_decided() -> None:
+    """Revision 2: every command before the graph's place is rejected, none after it."""
+    p = Partition("refunds", 3)
+    before = p.decide(_publish("refunds", "s0"))
+    assert (before["kind"], before["reason"]) == ("rejected", "misrouted")
+    assert "kafka place" in before["detail"] and p.state.schema is None
+    assert p.decide(_place("refunds", 3))["reason"] == "placed"
+    assert p.decide(_publish("refunds"))["kind"] == "accepted"
+    assert p.decide(_claim("refunds", "c1"))["reason"] == "new"
+    again = p.decide(_place("refunds", 3, "place-2"))  # placing again is harmless
+    assert (again["kind"], again["detail"][-7:]) == ("accepted", "(again)")
+    assert p.state.placed == 3
+
+
+def test_a_place_on_another_partition_leaves_the_graph_unplaced_here() -> None:
+    """A graph placed on 3 is misrouted on 1, even after a place record for 3 lands on 1."""
+    p = Partition("refunds", 1)
+    p.decide(_place("refunds", 3))
+    assert p.state.placed is None
+    assert p.decide(_publish("refunds"))["reason"] == "misrouted"
+
+
+def test_revision_1_graphs_decide_unplaced_and_can_be_adopted() -> None:
+    """A graph decided under revision 1 keeps working unplaced; a place adopts it there."""
+    p = Partition("legacy", 0, rules=1)
+    d = p.decide(_publish("legacy"))
+    assert (d["kind"], d["rules"]) == ("accepted", 1)
+    assert p.decide(_claim("legacy", "c1"))["reason"] == "new"
+    adopted = p.decide(_place("legacy", 0))
+    assert (adopted["reason"], adopted["rules"], p.state.placed) == ("placed", 1, 0)
+
+
+def test_an_upgrade_of_an_unplaced_graph_is_judged_under_the_old_revision() -> None:
+    """The upgrade_rules decision of an unplaced revision-1 graph is accepted (the check
+    reads the revision in force); the graph's next commands are then misrouted."""
+    p = Partition("legacy", 0, rules=1)
+    p.decide(_publish("legacy"))
+    up = encode_command(
+        {
+            "type": "upgrade_rules",
+            "command_id": "up",
+            "graph": "legacy",
+            "agent": "admin",
+            "task": "",
+            "to": 2,
+        }
+    )
+    d = p.decide(up)
+    assert (d["kind"], d["rules"]) == ("accepted", 2)
+    assert p.decide(_claim("legacy", "c1"))["reason"] == "misrouted"
+
+
+def test_records_whose_key_names_no_graph_are_misrouted_with_the_reason() -> None:
+    """The buckets of unkeyed and bad-key records are never placed and say why."""
+    for bucket, words in ((UNKEYED, "has no key"), (BAD_KEY, "not a graph name")):
+        p = Partition(bucket, 0)
+        d = p.decide(_claim("refunds", "c1"))
+        assert (d["graph"], d["reason"]) == (bucket, "misrouted") and words in d["detail"]
+        refused = p.decide(_place(bucket, 0))  # nobody can place a bucket
+        assert refused["kind"] == "rejected" and p.state.placed is None
+
+
+def _huge_claim() -> bytes:
+    """A claim whose rejection echoes ~1 MiB: agent and task just under the limit between
+    them, so that the command fits where its decision does not."""
+    half = LIMITS["decision_bytes"] // 2
+    return _claim("refunds", "big", agent="a" * half, task="t" * half)
+
+
+def test_a_decision_over_the_bound_is_a_too_large_rejection_that_keeps_the_chain() -> None:
+    """The replacement fits, keeps the envelope (ids bounded) and the chain fields decide
+    sets, carries no effect, and the graph goes on deciding."""
+    p = Partition("refunds", 0)
+    p.decide(_place("refunds", 0))
+    p.decide(_publish("refunds"))
+    data = _huge_claim()
+    chain_before = p.state.chain.hex()
+    d = p.decide(data)
+    raw = encode_decision(d)
+    assert (d["kind"], d["reason"]) == ("rejected", "too_large")
+    assert len(raw) <= LIMITS["decision_bytes"]
+    assert "would have been rejected field_too_large" in d["detail"]
+    assert (d["command_sha256"], d["prev_hash"]) == (command_digest(data), chain_before)
+    assert (d["command_id"], d["command_type"], d["rules"]) == ("big", "claim", 2)
+    assert len(d["agent"]) == LIMITS["id"] and d["agent"].endswith("…")
+    assert p.decide(_claim("refunds", "c2"))["reason"] == "new"
+
+
+def test_revision_1_keeps_an_oversized_decision_as_it_was() -> None:
+    """Under revision 1 nothing is replaced: the decision is what revision 1 decided."""
+    p = Partition("legacy", None, rules=1)
+    p.decide(_publish("legacy"))
+    d = p.decide(_legacy_huge())
+    assert (d["reason"], d["rules"]) == ("field_too_large", 1)
+    assert len(encode_decision(d)) > LIMITS["decision_bytes"]
+
+
+def _legacy_huge() -> bytes:
+    half = LIMITS["decision_bytes"] // 2
+    return _claim("legacy", "big", agent="a" * half, task="t" * half)
+
+
+_IDS = ("command_id", "claim_id", "winner", "conflict_id", "grant_id", "subject_id",
+        "object_id", "run_id", "reasoning", "reason", "rationale")  # fmt: skip
+
+
+def _inflated(cmd: dict[str, Any], suffix: str) -> dict[str, Any]:
+    """The command with every id and text grown by ``suffix`` (references stay consistent:
+    a conflict id is ``cf:`` + a command id)."""
+    out = dict(cmd)
+    for k in _IDS:
+        if isinstance(out.get(k), str):
+            out[k] += suffix
+    if isinstance(out.get("evidence"), list):
+        out["evidence"] = [e + suffix for e in out["evidence"]] + [suffix]
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {k + suffix: v + suffix for k, v in out["properties"].items()}
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(streams(), st.integers(0, 80))
+def test_the_size_bound_is_never_below_a_decision_size(stream: Stream, grow: int) -> None:
+    """``decide`` encodes a decision only when a cheap bound exceeds the limit: the bound
+    must hold for every decision (here with ids and texts grown by 4-byte characters)."""
+    state = GraphState(GRAPH)
+    suffix = "\U0001f600" * grow
+    for i, (cmd, raw, t) in enumerate(
+        zip(stream.commands, stream.records, stream.times, strict=True)
+    ):
+        data = raw if cmd is None else encode_command(_inflated(cmd, suffix))  # type: ignore[arg-type]
+        d = decide(state, data, i, t)
+        assert _bound(d, len(data)) >= len(encode_decision(d))
+        state.evolve(d, i)
