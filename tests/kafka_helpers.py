@@ -4,9 +4,11 @@ reader that waits for decisions."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -62,6 +64,13 @@ def governor_thread(cfg: KafkaConfig, partition: int, **kw: Any) -> Iterator[Kaf
         gov.close()
     if errors:
         raise errors[0]
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def cli_process(cfg: KafkaConfig, graph: str, *args: str) -> subprocess.Popen[bytes]:
@@ -121,3 +130,51 @@ class Decisions:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def wait_all_decided(cfg: KafkaConfig, partition: int = 0, timeout: float = 180.0) -> int:
+    """Wait until every command of the partition has its decision (a governor must be running
+    or have run); return the number of decisions. Observed, never an idle spell."""
+    from claimgraph.logs.kafka import read_partition, watermark
+
+    deadline = time.monotonic() + timeout
+    while True:
+        want = watermark(cfg, cfg.commands_topic, partition)  # no transactions: one per command
+        have = len(read_partition(cfg, cfg.decisions_topic, partition))
+        if have >= want:
+            return have
+        assert time.monotonic() < deadline, f"{have} of {want} commands decided"
+        time.sleep(0.05)
+
+
+def decide_all(gov: KafkaGovernor, cfg: KafkaConfig) -> int:
+    """Run a started governor until it has decided every command in its partition."""
+    from claimgraph.logs.kafka import read_partition, watermark
+
+    want = watermark(cfg, cfg.commands_topic, gov.partition) - len(
+        read_partition(cfg, cfg.decisions_topic, gov.partition)
+    )
+    return gov.run(max_commands=want) if want > 0 else 0
+
+
+def project_all(proj: Any, cfg: KafkaConfig, timeout: float = 180.0) -> int:
+    """Run a projector until it has applied its graph's last decision, once every command is
+    decided; return the applied version."""
+    from claimgraph.logs.kafka import read_partition
+
+    wait_all_decided(cfg, proj.partition, timeout)
+    mine = [
+        rec.offset
+        for rec, key in read_partition(cfg, cfg.decisions_topic, proj.partition)
+        if key == proj.key
+    ]
+    if not mine:
+        return int(proj.applied)
+    end = mine[-1]
+    deadline = time.monotonic() + timeout
+
+    def stalled(p: Any, n: int) -> None:
+        assert time.monotonic() < deadline, f"projector stalled at {p.applied} of {end}"
+
+    proj.run(until=end, on_batch=stalled)
+    return int(proj.applied)

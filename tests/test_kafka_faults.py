@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
+import subprocess
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ from claimgraph.service.audit import compare_with_reprojection
 from claimgraph.streams.kafka import KafkaGovernor, verify_partition
 from claimgraph.streams.kafka_projector import KafkaProjector
 from tests.conftest import SCHEMA
-from tests.kafka_helpers import cli_process, fresh_config, governor_thread
+from tests.kafka_helpers import cli_process, decide_all, free_port, fresh_config, governor_thread
 from tests.workload import record
 
 STREAM = 100_000
@@ -53,6 +56,23 @@ def _wait_progress(cfg: KafkaConfig, since: int, timeout: float) -> int:
     return watermark(cfg, cfg.decisions_topic, 0)
 
 
+def _wait_applied(p: subprocess.Popen[bytes], port: int, target: int) -> int:
+    """Poll a running projector's metrics until its applied version reaches ``target``."""
+    pattern = re.compile(rb"^claimgraph_applied_version\{[^}]*\} ([0-9.e+-]+)$", re.M)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        assert p.poll() is None, p.stderr.read().decode() if p.stderr else ""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                m = pattern.search(r.read())
+        except OSError:
+            m = None  # not serving yet
+        if m is not None and float(m.group(1)) >= target:
+            return int(float(m.group(1)))
+        time.sleep(0.01)
+    raise AssertionError(f"projector never reached version {target}")
+
+
 def test_sigkill_governor_repeatedly_during_a_100k_stream(kafka_broker: Any) -> None:
     """>= 10 SIGKILLs of the governor mid-stream: exactly one decision per command; verify."""
     cfg = fresh_config(kafka_broker.bootstrap, partitions=1)
@@ -81,7 +101,7 @@ def test_sigkill_governor_repeatedly_during_a_100k_stream(kafka_broker: Any) -> 
     log.close()
     gov = KafkaGovernor(cfg, 0, batch_size=2000)
     gov.start()
-    gov.run(idle_exit=3.0)
+    decide_all(gov, cfg)
     gov.close()
     inputs = _decided_inputs(cfg)
     total = STREAM + 2  # the graph's place record, the schema, the stream
@@ -101,31 +121,39 @@ def test_sigkill_projector_mid_batch_then_audit(kafka_broker: Any, tmp_path: Pat
     log.close()
     gov = KafkaGovernor(cfg, 0, batch_size=2000)
     gov.start()
-    gov.run(idle_exit=3.0)
+    decide_all(gov, cfg)
     gov.close()
     data = tmp_path / "proj"
     rnd = random.Random(7)
     applied_seen = []
+    target = 0
     for _ in range(4):
-        p = cli_process(cfg, "test", "--data", str(data), "projector")
-        assert p.stderr is not None
-        for line in p.stderr:  # kill only once it is projecting, at a random point
-            if b"projector.started" in line:
-                break
-        time.sleep(rnd.uniform(0.1, 1.2))
+        # Kill once the projector is observed past a random point ahead of the last kill (its
+        # applied version, read from its metrics), never after a guessed sleep: under load a
+        # sleep can end before the first batch or after the last one.
+        port = free_port()
+        target += rnd.randrange(1_000, 8_000)
+        p = cli_process(cfg, "test", "--data", str(data), "projector", "--metrics-port", str(port))
+        applied = _wait_applied(p, port, target)
         os.kill(p.pid, signal.SIGKILL)
         p.wait()
+        assert applied >= target
         from claimgraph.projections.projector import ProjectionStore
 
-        if (data / "projection").exists():
-            store = ProjectionStore(data / "projection")
-            applied_seen.append(store.applied())
-            store.close()
+        store = ProjectionStore(data / "projection")
+        applied_seen.append(store.applied())
+        store.close()
+    end = watermark(cfg, cfg.decisions_topic, 0) - 2  # the last decision, then a marker
+    deadline = time.monotonic() + 300
+
+    def stalled(p: KafkaProjector, n: int) -> None:
+        assert time.monotonic() < deadline, f"projector stalled at {p.applied} of {end}"
+
     proj = KafkaProjector(cfg, "test", data)
-    proj.run(idle_exit=2.0)
+    proj.run(until=end, on_batch=stalled)  # caught up when observed, not after an idle spell
     last = proj.applied
     proj.close()
-    assert last == watermark(cfg, cfg.decisions_topic, 0) - 2  # the last decision, then a marker
+    assert last == end
     assert any(0 < a < last for a in applied_seen), f"no kill landed mid-stream: {applied_seen}"
     rows, head = compare_with_reprojection(cfg, "test", data)
     assert head == last and rows > 40_000

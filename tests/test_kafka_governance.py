@@ -3,7 +3,6 @@ from a projector's store; verify replays every exit and verdict."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ from claimgraph.service.kafka_graph import KafkaGraph
 from claimgraph.service.resolvers import run_resolvers
 from claimgraph.streams.kafka import verify_partition
 from claimgraph.streams.kafka_projector import KafkaProjector
-from tests.kafka_helpers import cli_process, fresh_config, governor_thread
+from tests.kafka_helpers import cli_process, fresh_config, governor_thread, project_all
 
 SCHEMA = """
 principals: {admins: [admin], resolvers: [resolver-bot], humans: ["human:*"]}
@@ -46,9 +45,8 @@ def test_ticker_deadlines_and_resolvers_on_kafka(kafka_broker: Any, tmp_path: Pa
         assert a.kind == b.kind == "quarantined"
         ticker = cli_process(cfg, "pay", "ticker", "--interval", "300ms", "--count", "6")
         assert ticker.wait(timeout=120) == 0, ticker.stderr.read() if ticker.stderr else ""
-        time.sleep(0.5)
         proj = KafkaProjector(cfg, "pay", tmp_path / "p")
-        proj.run(idle_exit=1.5)
+        project_all(proj, cfg)  # once the ticks are decided
         proj.close()
         with KafkaGraph(cfg, "pay", tmp_path / "p") as r:
             escalated = {p["conflict_id"]: p for p in r.escalations()}

@@ -38,7 +38,7 @@ from claimgraph.service.kafka_graph import KafkaGraph
 from claimgraph.streams.kafka import KafkaGovernor, verify_partition
 from claimgraph.streams.kafka_projector import KafkaProjector
 from tests.conftest import ROOT, SCHEMA
-from tests.kafka_helpers import Decisions, fresh_config, governor_thread
+from tests.kafka_helpers import Decisions, decide_all, fresh_config, governor_thread
 
 T0 = 1_800_000_000_000
 
@@ -265,7 +265,7 @@ def test_a_revision_1_graph_is_adopted_and_an_undecidable_record_stops_loudly(
     gov = KafkaGovernor(cfg, 0, upgrade_oversized=frozenset({"legacy"}))
     gov.start()
     gov.record_limit = 1_049_000
-    assert gov.run(idle_exit=1.5) == 2
+    assert decide_all(gov, cfg) == 2
     gov.close()
     big, t4 = [d for _, d in _decisions(cfg, 0)][-2:]
     assert (big["kind"], big["reason"], big["rules"]) == ("rejected", "too_large", 2)

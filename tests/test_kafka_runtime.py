@@ -18,14 +18,14 @@ from claimgraph.service.kafka_graph import KafkaGraph
 from claimgraph.streams.kafka import KafkaGovernor, verify_partition
 from claimgraph.streams.kafka_projector import KafkaProjector
 from tests.conftest import SCHEMA
-from tests.kafka_helpers import fresh_config, governor_thread
+from tests.kafka_helpers import fresh_config, governor_thread, project_all
 
 T0 = 1_800_000_000_000
 
 
 def _project(cfg: KafkaConfig, graph: str, path: Path) -> KafkaProjector:
     proj = KafkaProjector(cfg, graph, path)
-    proj.run(idle_exit=1.5)
+    project_all(proj, cfg)
     return proj
 
 
@@ -125,7 +125,7 @@ def test_second_governor_fences_the_first(kafka_broker: Any) -> None:
     first = KafkaGovernor(cfg, 0)
     first.start()
     g.commands.append([_tick(i) for i in range(50)])
-    assert first.run(idle_exit=2.0) == 51  # the graph's place record, then 50 ticks
+    assert first.run(max_commands=51) == 51  # the graph's place record, then 50 ticks
     g.commands.append([_tick(i) for i in range(50, 100)])
     second = KafkaGovernor(cfg, 0)
     second.start()  # init_transactions with the same transactional.id: the first is a zombie
@@ -133,7 +133,7 @@ def test_second_governor_fences_the_first(kafka_broker: Any) -> None:
         for _ in range(50):
             first.step()
     first.close()
-    assert second.run(idle_exit=2.0) == 50
+    assert second.run(max_commands=50) == 50
     second.close()
     decisions = read_partition(cfg, cfg.decisions_topic, 0)
     inputs = [decode_decision(rec.value)["input_offset"] for rec, _ in decisions]
@@ -157,13 +157,13 @@ def test_governor_restart_resumes_exactly(kafka_broker: Any) -> None:
     g.commands.append([_tick(i) for i in range(30)])
     gov = KafkaGovernor(cfg, 0, batch_size=7)
     gov.start()
-    assert gov.run(idle_exit=1.5) == 31  # the graph's place record, then 30 ticks
+    assert gov.run(max_commands=31) == 31  # the graph's place record, then 30 ticks
     gov.close()
     g.commands.append([_tick(i) for i in range(30, 45)])
     gov = KafkaGovernor(cfg, 0)
     gov.start()
     assert gov.states["test"].decisions == 31  # rebuilt from the decisions log
-    assert gov.run(idle_exit=1.5) == 15
+    assert gov.run(max_commands=15) == 15
     gov.close()
     assert verify_partition(cfg, 0) == (46, 46)
     g.close()

@@ -18,7 +18,7 @@ from claimgraph.service.kafka_graph import KafkaGraph
 from claimgraph.streams.kafka import KafkaGovernor, verify_partition
 from claimgraph.streams.kafka_projector import KafkaProjector
 from tests.conftest import SCHEMA
-from tests.kafka_helpers import fresh_config
+from tests.kafka_helpers import decide_all, fresh_config, project_all
 
 T0 = 1_800_000_000_000
 
@@ -67,7 +67,7 @@ def _schema() -> bytes:
 def _decide_all(cfg: KafkaConfig, **kw: Any) -> KafkaGovernor:
     gov = KafkaGovernor(cfg, 0, batch_size=25, **kw)
     gov.start()
-    gov.run(idle_exit=1.5)
+    decide_all(gov, cfg)
     return gov
 
 
@@ -92,7 +92,7 @@ def test_projector_restarts_from_checkpoint_and_restore_matches(
     _decide_all(cfg).close()
     path = tmp_path / "p"
     proj = KafkaProjector(cfg, "test", path)
-    proj.run(idle_exit=1.5)
+    project_all(proj, cfg)
     info = proj.checkpoint()
     proj.close()
     g.commands.append(_commands(40, 30))
@@ -100,7 +100,7 @@ def test_projector_restarts_from_checkpoint_and_restore_matches(
 
     proj = KafkaProjector(cfg, "test", path)
     assert proj.resumed_from == info.version  # not a replay from offset 0
-    proj.run(idle_exit=1.5)
+    project_all(proj, cfg)
     head = proj.applied
     assert head > info.version and proj.decisions == 60  # folded only the tail
     proj.close()
@@ -108,7 +108,7 @@ def test_projector_restarts_from_checkpoint_and_restore_matches(
     assert compared == head and rows > 0
 
     full = KafkaProjector(cfg, "test", tmp_path / "full", use_checkpoints=False)
-    full.run(idle_exit=1.5)
+    project_all(full, cfg)
     full.close()
     want = _digest(tmp_path / "full", head)
     assert _digest(path, head) == want
@@ -117,7 +117,7 @@ def test_projector_restarts_from_checkpoint_and_restore_matches(
     restore_checkpoint(pick(path / "checkpoints"), path / "projection")
     proj = KafkaProjector(cfg, "test", path)
     assert proj.applied == info.version and proj.resumed_from == info.version
-    proj.run(idle_exit=1.5)
+    project_all(proj, cfg)
     proj.close()
     assert _digest(path, head) == want
     g.close()
@@ -137,7 +137,7 @@ def test_governor_restarts_from_its_snapshot(kafka_broker: Any, tmp_path: Path) 
     gov.start()
     assert gov.resumed_from is not None
     assert gov.states["test"].decisions == 62  # snapshot + tail = place + every decision
-    assert gov.run(idle_exit=1.5) == 40
+    assert gov.run(max_commands=40) == 40
     gov.close()
     assert verify_partition(cfg, 0) == (102, 102)
     g.close()
@@ -155,7 +155,7 @@ def test_erase_on_kafka_scrubs_the_projection_and_the_log_reads(
     g.commands.append([encode_command(erase | {"task": "", "claim_id": "o2", "reason": "PR"})])
     _decide_all(cfg).close()
     proj = KafkaProjector(cfg, "test", tmp_path / "p")
-    proj.run(idle_exit=1.5)
+    project_all(proj, cfg)
     proj.close()
     with KafkaGraph(cfg, "test", tmp_path / "p") as r:
         logged = r.decisions(0, 100)
@@ -182,7 +182,7 @@ def test_gc_of_a_kafka_projection_keeps_the_audit(kafka_broker: Any, tmp_path: P
     g.commands.append([_schema(), *_commands(0, 30)])
     _decide_all(cfg).close()
     proj = KafkaProjector(cfg, "test", tmp_path / "p")
-    proj.run(idle_exit=1.5)
+    project_all(proj, cfg)
     horizon = proj.applied // 2
     with KafkaGraph(cfg, "test", tmp_path / "p") as r:
         pin = r.pins.pin(horizon // 2, owner="run-1", lease=60)
