@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from claimgraph.cli.common import CTX, emit, err, graph_session, print_receipt, say
-from claimgraph.errors import ClaimgraphError, ConfigError, IntegrityError
+from claimgraph.cli.common import CTX, emit, graph_session, print_receipt, say
+from claimgraph.errors import ConfigError, IntegrityError
 from claimgraph.http.limits import HTTP_LIMITS, HttpLimits
 
 __all__ = ["key_app", "register", "runs_app", "serve"]
@@ -204,8 +203,26 @@ def serve(
         ),
     ] = None,
     tick: Annotated[
-        float, typer.Option(help="Seconds between ticks written to the log (0: no ticker).")
+        float,
+        typer.Option(
+            help="Seconds between the ticker's looks at the next quarantine deadline; it writes "
+            "a tick only when one is due (0: no ticker)."
+        ),
     ] = 5.0,
+    resolvers: Annotated[
+        bool,
+        typer.Option(
+            help="Run the schema's resolver chains on open conflicts as decisions land (when "
+            "the schema defines chains)."
+        ),
+    ] = True,
+    arbiter: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="NAME=COMMAND or NAME=URL: an arbiter this server may run for the schema's "
+            "arbiter NAME (repeatable; also DATA/arbiters.json). Others are never run."
+        ),
+    ] = None,
     signing_key: Annotated[
         Path | None,
         typer.Option(
@@ -244,7 +261,7 @@ def serve(
         int, typer.Option(min=1, help="Live retention pins per principal (429 past it).")
     ] = HTTP_LIMITS.max_pins,
 ) -> None:
-    """Serve the graph over HTTP: the API, the review page (/review) and a ticker.
+    """Serve the graph over HTTP: the API, the review page (/review), a ticker and resolvers.
 
     Embedded by default (--data); with --bootstrap, the Kafka runtime: writes go to the
     commands topic and reads come from the projector's directory given as --data.
@@ -288,32 +305,28 @@ def serve(
     token_file = TokenFile.load(token_path)
     app = create_app(graph, token_file, signer=signer, limits=limits)
     _mount_mcp(app, graph, token_file, host)
-    stop = threading.Event()
+    from claimgraph.cli.duties import Duties
 
-    def ticker() -> None:
-        graph.signer = signer
-        try:
-            while not stop.wait(tick):
-                try:
-                    graph.tick(agent="ticker")
-                except ClaimgraphError as exc:  # e.g. the store or broker is away: next tick
-                    err.print(f"claimgraph: tick failed: {exc}", markup=False)
-        except BaseException:  # a bug: say the ticker stopped (the server goes on), re-raise
-            err.print("claimgraph: the ticker stopped on an internal error", markup=False)
-            raise
-
-    if tick > 0:
-        threading.Thread(target=ticker, name="claimgraph-ticker", daemon=True).start()
+    graph.signer = signer
+    duties = Duties(
+        graph,
+        ctx.data,
+        tick=tick,
+        resolvers=resolvers,
+        arbiters=arbiter or [],
+        kafka=ctx.kafka() if ctx.bootstrap else None,
+    )
     url = f"http://{host}:{port}"
     say(f"claimgraph: graph {graph.name!r} ({runtime})")
     say(f"  API          {url}/v1   (OpenAPI: {url}/docs)")
     say(f"  review page  {url}/review")
     say(f"  MCP          {url}/mcp   (streamable HTTP, same tokens)")
     say(f"  tokens       {token_path}  (Authorization: Bearer TOKEN)")
+    say(f"  duties       {duties.describe()}")
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
-        stop.set()
+        duties.close()
         graph.close()
 
 
