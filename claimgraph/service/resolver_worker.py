@@ -74,6 +74,7 @@ class ResolverWorker:
         self.log = log
         self.wake = wake  # seconds: at most this long between looks at the stop flag
         self.passes = 0  # passes run (each at a new head)
+        self.version = -2  # the version the last pass ran at
         self.verdicts: list[tuple[str, Verdict, Any]] = []  # what this worker wrote
         self._seen: dict[str, str] = {}
         self._said: set[str] = set()
@@ -86,6 +87,15 @@ class ResolverWorker:
 
     def step(self, version: int) -> list[tuple[str, Verdict, Any]]:
         """One pass at ``version`` (if the schema there defines chains and names an agent)."""
+        done = self._pass(version)
+        with self._advanced:
+            self.passes += 1
+            self.version = max(self.version, version)
+            self.verdicts.extend(done)
+            self._advanced.notify_all()
+        return done
+
+    def _pass(self, version: int) -> list[tuple[str, Verdict, Any]]:
         schema = schema_at(self.graph, version)
         if schema is None or not any(et.resolvers for et in schema.edge_types.values()):
             return []
@@ -115,16 +125,12 @@ class ResolverWorker:
                 + (f" {v.winner}" if v.winner else "")
                 + f" ({r.kind} {r.reason} at v{r.version})"
             )
-        with self._advanced:
-            self.passes += 1
-            self.verdicts.extend(done)
-            self._advanced.notify_all()
         return done
 
-    def wait_passes(self, n: int, timeout: float) -> bool:
-        """Wait until ``n`` passes have run (for tests and operators: an observed event)."""
+    def wait_passed(self, version: int, timeout: float) -> bool:
+        """Wait until a pass has run at ``version`` or later (an observed event, for tests)."""
         with self._advanced:
-            return self._advanced.wait_for(lambda: self.passes >= n, timeout)
+            return self._advanced.wait_for(lambda: self.version >= version, timeout)
 
     def run(self, stop: threading.Event) -> None:
         """Pass at each new head until ``stop`` is set; errors are logged, never fatal."""
