@@ -41,10 +41,10 @@ class KafkaLease:
     ) -> None:
         self.group = f"{cfg.prefix}.{role}.{graph}"
         self.partition = partition
-        self.epoch = 0
+        self.epoch = 0  # assignments of the graph's partition this member was given
+        self.assignments = 0  # assignments of any kind (a member of a settled group has one)
         self._topic = cfg.decisions_topic
         self._held = threading.Event()
-        self._changed = threading.Condition()
         self._stop = threading.Event()
         self._error: str | None = None
         self._consumer = Consumer(
@@ -68,17 +68,14 @@ class KafkaLease:
         consumer.assign(parts)
         if parts:
             consumer.pause(parts)  # membership only: nothing is fetched
+        self.assignments += 1
         if any(p.topic == self._topic and p.partition == self.partition for p in parts):
-            with self._changed:
-                self.epoch += 1
-                self._held.set()
-                self._changed.notify_all()
+            self.epoch += 1
+            self._held.set()
 
     def _revoked(self, consumer: Any, parts: list[Any]) -> None:
         if any(p.topic == self._topic and p.partition == self.partition for p in parts):
-            with self._changed:
-                self._held.clear()
-                self._changed.notify_all()
+            self._held.clear()
 
     def _poll(self) -> None:
         while not self._stop.is_set():
@@ -90,9 +87,7 @@ class KafkaLease:
             error = msg.error() if msg is not None else None
             if error is not None and error.fatal():
                 self._error = str(error)
-                with self._changed:
-                    self._held.clear()
-                    self._changed.notify_all()
+                self._held.clear()
                 return
 
     def held(self) -> bool:
@@ -109,6 +104,5 @@ class KafkaLease:
         """Leave the group (another member takes the lease over at the next rebalance)."""
         self._stop.set()
         self._thread.join(10)
-        with self._changed:
-            self._held.clear()
+        self._held.clear()
         self._consumer.close()

@@ -1,0 +1,131 @@
+"""On Kafka exactly one serve replica's resolver worker acts per graph; another takes over
+when it stops (a real broker; every wait is on an observed event)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+from claimgraph.logs.kafka_lease import KafkaLease
+from claimgraph.service.arbiters import ArbiterAllowList
+from claimgraph.service.kafka_graph import KafkaGraph
+from claimgraph.service.resolver_worker import ResolverWorker
+from claimgraph.streams.kafka_projector import KafkaProjector
+from tests.kafka_helpers import fresh_config, governor_thread
+
+SCHEMA = """
+principals: {admins: [admin], resolvers: [resolver-bot]}
+node_types: [refund, verdict]
+edge_types:
+  - name: refund_decision
+    subject: refund
+    object: verdict
+    writers: [{agent: "*-agent"}]
+    cardinality: many-to-one
+    conflict_policy: quarantine
+    resolvers:
+      - rules:
+          - {name: block-wins, when: 'claims.exists(c, c.object == "BLOCK")',
+             adopt: 'c.object == "BLOCK"'}
+      - human
+"""
+
+
+def _one_holder(a: KafkaLease, b: KafkaLease, timeout: float = 90.0) -> tuple[int, int]:
+    """Wait until both are members of the settled group (each was given an assignment) and
+    one holds the lease; (holder, other) as indexes."""
+    deadline = time.monotonic() + timeout
+    while not (a.assignments and b.assignments and (a.held() or b.held())):
+        assert time.monotonic() < deadline, "no member was given the lease"
+        a.wait(0.1)
+    assert not (a.held() and b.held())
+    return (0, 1) if a.held() else (1, 0)
+
+
+def test_one_lease_holder_and_a_takeover(kafka_broker: Any) -> None:
+    """Two members of a graph's lease group: exactly one holds it; when it leaves, the
+    other is given it."""
+    cfg = fresh_config(kafka_broker.bootstrap, graphs=("pay",))
+    leases = [KafkaLease(cfg, "pay", 0, role="serve", session_timeout_ms=6000) for _ in "ab"]
+    try:
+        holder, other = _one_holder(*leases)
+        assert leases[holder].epoch == 1 and leases[other].epoch == 0
+        leases[holder].close()
+        assert leases[other].wait(90), "the other member did not take the lease over"
+        assert leases[other].epoch == 1 and not leases[holder].held()
+    finally:
+        for lease in leases:
+            lease.close()
+
+
+@contextmanager
+def _thread(target: Any, stop: threading.Event) -> Iterator[None]:
+    t = threading.Thread(target=target, args=(stop,), daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(60)
+
+
+def _conflict(g: KafkaGraph, rid: str) -> Any:
+    g.assert_("refund_decision", f"refund:{rid}", "verdict:BLOCK", agent="fraud-agent")
+    r = g.assert_("refund_decision", f"refund:{rid}", "verdict:APPROVE", agent="exp-agent")
+    assert r.kind == "quarantined"
+    return r
+
+
+def test_two_serve_workers_one_acts_and_the_other_takes_over(
+    kafka_broker: Any, tmp_path: Path
+) -> None:
+    """Two resolver workers (as in two serve replicas) over one Kafka graph: each conflict is
+    resolved once, by the lease holder only; stopped, the other resolves the next one."""
+    cfg = fresh_config(kafka_broker.bootstrap, graphs=("pay",))
+    with ExitStack() as stack:
+        g = stack.enter_context(KafkaGraph(cfg, "pay"))
+        stack.enter_context(governor_thread(cfg, g.partition))
+        assert g.publish_schema(SCHEMA, agent="admin").kind == "accepted"
+        proj = KafkaProjector(cfg, "pay", tmp_path / "p")
+        stack.callback(proj.close)
+        proj_stop = threading.Event()
+        stack.enter_context(_thread(lambda _s: proj.run(), proj_stop))
+        stack.callback(proj.stop)
+        replicas = [stack.enter_context(KafkaGraph(cfg, "pay", tmp_path / "p")) for _ in "ab"]
+        leases = [KafkaLease(cfg, "pay", g.partition, role="serve") for _ in "ab"]
+        for lease in leases:
+            stack.callback(lease.close)
+        allowed = ArbiterAllowList.parse([])
+        logs: list[str] = []
+        workers = [
+            ResolverWorker(r, allowed=allowed, lease=lease, wake=0.2, log=logs.append)
+            for r, lease in zip(replicas, leases, strict=True)
+        ]
+        stops = [threading.Event(), threading.Event()]
+        for w, s in zip(workers, stops, strict=True):
+            stack.enter_context(_thread(w.run, s))
+        holder, other = _one_holder(*leases)
+
+        first = _conflict(g, "R1")
+        verdict = replicas[holder].wait_for(first.version + 1, 90)
+        assert workers[holder].wait_passed(verdict, 90), (  # it looked again after its verdict
+            verdict, workers[holder].version, workers[holder].verdicts, logs,
+        )  # fmt: skip
+        assert [cid for cid, _, _ in workers[holder].verdicts] == [first.decision["conflict_id"]]
+        assert workers[other].verdicts == [] and workers[other].passes == 0
+
+        stops[holder].set()  # this replica stops: it leaves the lease group
+        leases[holder].close()
+        assert leases[other].wait(90), "the other replica did not take the lease over"
+        second = _conflict(g, "R2")
+        verdict = replicas[other].wait_for(second.version + 1, 90)
+        assert workers[other].wait_passed(verdict, 90)
+        assert [cid for cid, _, _ in workers[other].verdicts] == [second.decision["conflict_id"]]
+        assert len(workers[holder].verdicts) == 1
+        decided = [d for _, d in replicas[other].decisions(0, 100)]
+        resolves = [d for d in decided if d["command_type"] == "resolve"]
+        assert [(d["kind"], d["agent"]) for d in resolves] == [("resolved", "resolver-bot")] * 2
