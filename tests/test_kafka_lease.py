@@ -3,6 +3,11 @@ when it stops (a real broker; every wait is on an observed event)."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +20,8 @@ from claimgraph.service.arbiters import ArbiterAllowList
 from claimgraph.service.kafka_graph import KafkaGraph
 from claimgraph.service.resolver_worker import ResolverWorker
 from claimgraph.streams.kafka_projector import KafkaProjector
-from tests.kafka_helpers import fresh_config, governor_thread
+from tests.conftest import ROOT
+from tests.kafka_helpers import free_port, fresh_config, governor_thread
 
 SCHEMA = """
 principals: {admins: [admin], resolvers: [resolver-bot]}
@@ -129,3 +135,83 @@ def test_two_serve_workers_one_acts_and_the_other_takes_over(
         decided = [d for _, d in replicas[other].decisions(0, 100)]
         resolves = [d for d in decided if d["command_type"] == "resolve"]
         assert [(d["kind"], d["agent"]) for d in resolves] == [("resolved", "resolver-bot")] * 2
+
+
+class _Serve:
+    """A ``claimgraph serve --bootstrap`` process whose output lines are collected as they come."""
+
+    def __init__(self, cfg: Any, data: Path, tokens: Path) -> None:
+        self.port = free_port()
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "claimgraph", "--bootstrap", cfg.bootstrap, "--prefix",
+             cfg.prefix, "--graph", "pay", "--data", str(data), "serve", "--port",
+             str(self.port), "--tokens", str(tokens)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        )  # fmt: skip
+        self.lines: list[str] = []
+        self._new = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._new:
+                self.lines.append(line)
+                self._new.notify_all()
+
+    def said(self, text: str) -> bool:
+        with self._new:
+            return any(text in line for line in self.lines)
+
+    def wait_said(self, text: str, timeout: float) -> bool:
+        with self._new:
+            return self._new.wait_for(lambda: any(text in x for x in self.lines), timeout)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(60)
+
+
+def test_two_serve_replicas_on_kafka_resolve_once(kafka_broker: Any, tmp_path: Path) -> None:
+    """Two `serve --bootstrap` processes over one graph: a conflict is resolved by one of
+    them, once; that one stops and the other resolves the next conflict."""
+    cfg = fresh_config(kafka_broker.bootstrap, graphs=("pay",))
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"tokens": [{"agent": "x", "token": "x" * 24}]}))
+    with ExitStack() as stack:
+        g = stack.enter_context(KafkaGraph(cfg, "pay"))
+        stack.enter_context(governor_thread(cfg, g.partition))
+        assert g.publish_schema(SCHEMA, agent="admin").kind == "accepted"
+        proj = KafkaProjector(cfg, "pay", tmp_path / "p")
+        stack.callback(proj.close)
+        stack.enter_context(_thread(lambda _s: proj.run(), threading.Event()))
+        stack.callback(proj.stop)
+        serves = [_Serve(cfg, tmp_path / "p", tokens) for _ in "ab"]
+        for s in serves:
+            stack.callback(s.stop)
+        for s in serves:
+            assert s.wait_said("on Kafka: only the holder of lease", 90), s.lines
+        reader = stack.enter_context(KafkaGraph(cfg, "pay", tmp_path / "p"))
+
+        first = _conflict(g, "R1")
+        cid = first.decision["conflict_id"]
+        reader.wait_for(first.version + 1, 90)  # a verdict landed
+        deadline = time.monotonic() + 90
+        while not any(s.said(f"resolvers: {cid}: rules:block-wins") for s in serves):
+            assert time.monotonic() < deadline, [s.lines for s in serves]
+            serves[0].wait_said(cid, 0.2)
+        [holder] = [s for s in serves if s.said(f"resolvers: {cid}:")]
+        [other] = [s for s in serves if s is not holder]
+        holder.stop()  # it leaves the lease group; the other is given the lease
+
+        second = _conflict(g, "R2")
+        cid2 = second.decision["conflict_id"]
+        assert other.wait_said(f"resolvers: {cid2}: rules:block-wins", 120), other.lines
+        other.stop()
+        assert not other.said(f"resolvers: {cid}:") and not holder.said(f"resolvers: {cid2}:")
+        resolves = [d for _, d in reader.decisions(0, 100) if d["command_type"] == "resolve"]
+        assert [(d["conflict_id"], d["kind"]) for d in resolves] == [
+            (cid, "resolved"), (cid2, "resolved"),
+        ]  # fmt: skip
