@@ -267,3 +267,72 @@ def test_serve_runs_resolvers_and_only_its_own_arbiters(tmp_path: Path) -> None:
     assert not schema_ran.exists() and not evil_ran.exists()  # no schema command ever ran
     assert "resolvers on (arbiters allowed: judge)" in out
     assert "arbiter:evil: arbiter 'evil' is not on this server's allow-list" in out
+
+
+def test_plain_claims_cost_the_worker_no_pass(refunds: Graph) -> None:
+    """Decisions that touch no conflict (and not the schema) wake the worker but run no scan;
+    one that opens a conflict does."""
+    worker = ResolverWorker(refunds, allowed=ArbiterAllowList.parse([]))
+    assert worker.look() and worker.passes == 1  # the first look always passes
+    for i in range(20):
+        assert _refund(refunds, f"R-{i}", "REJECT", "fraud-agent", 0.7).kind == "accepted"
+        assert not worker.look()
+    assert worker.passes == 1
+    _refund(refunds, "R-1", "BLOCK_TRANSACTION", "risk-control-agent", 0.7)
+    assert worker.look() and worker.passes == 2
+    [(_, v, r)] = worker.verdicts
+    assert (v.resolver, r.kind) == ("rules:block-wins", "resolved")
+    assert worker.look() and not worker.look()  # its own verdict: one more look, then quiet
+    assert worker.passes == 3 and len(worker.verdicts) == 1
+
+
+def test_a_schema_url_is_never_called_unless_allowed(tmp_path: Path) -> None:
+    """An admin's schema cannot make the server POST to a URL it names (an internal service,
+    say): not on the allow-list, no request is made; allowed by name, the operator's URL is."""
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    hits: list[str] = []
+
+    class Arbiter(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            payload = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            hits.append(self.path)
+            body = json.dumps({"winner": payload["claims"][0]["claim_id"]}).encode()
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Arbiter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    schema = ROUTING.replace(
+        "command: [PYTHON, -c, \"open('MARKER_EVIL', 'w')\"]", f"url: '{base}/internal'"
+    )
+    assert f"{base}/internal" in schema
+    try:
+        with claimgraph.open(tmp_path / "g", create=True, graph="ops") as g:
+            assert g.publish_schema(schema, agent="payments-admin").kind == "accepted"
+            g.assert_("paged", "ticket:t1", "team:a", agent="triage-1")
+            g.assert_("paged", "ticket:t1", "team:b", agent="triage-2")
+            g.assert_("paged", "ticket:t2", "team:a", agent="triage-1")
+            g.assert_("paged", "ticket:t2", "team:b", agent="triage-2")
+            done = ResolverWorker(g, allowed=ArbiterAllowList.parse([])).step(g.head())
+            assert [(v.resolver, r.reason) for _, v, r in done] == [("human", "escalated")] * 2
+            assert hits == []  # nothing was asked of the schema's URL
+            reasons = [p["escalation_reason"] for p in g.escalations()]
+            assert len(reasons) == 2
+            assert all("arbiter 'evil' is not on this server's allow-list" in x for x in reasons)
+        with claimgraph.open(tmp_path / "h", create=True, graph="ops") as h:
+            assert h.publish_schema(schema, agent="payments-admin").kind == "accepted"
+            h.assert_("paged", "ticket:t1", "team:a", agent="triage-1")
+            h.assert_("paged", "ticket:t1", "team:b", agent="triage-2")
+            allowed = ArbiterAllowList.parse([f"evil={base}/operators-choice"])
+            [(_, v, r)] = ResolverWorker(h, allowed=allowed).step(h.head())
+            assert (v.resolver, r.kind) == ("arbiter:evil", "resolved")
+            assert hits == ["/operators-choice"]
+    finally:
+        server.shutdown()

@@ -1,6 +1,8 @@
 """The resolver worker of ``serve``: runs the schema's resolver chains as new decisions land.
 
-Woken by the graph advancing (``wait_for(head + 1)``), it runs one pass of
+Woken by the graph advancing (``wait_for(head + 1)``), and when a new decision touched a
+conflict or the schema (:func:`~claimgraph.service.ticker.touches_conflicts`: plain claims
+cost no scan), it runs one pass of
 :func:`~claimgraph.service.resolvers.run_resolvers` over the open, not escalated conflicts
 whose edge types declare a chain, writing each verdict as the resolver principal the schema
 names (the first of ``principals.resolvers`` that is a plain name, not a pattern). A pass that
@@ -31,6 +33,7 @@ from claimgraph.service.resolvers import (
     run_resolvers,
 )
 from claimgraph.service.schemas import schema_at
+from claimgraph.service.ticker import touches_conflicts
 
 __all__ = ["Lease", "ResolverWorker", "resolver_agent"]
 
@@ -77,6 +80,7 @@ class ResolverWorker:
         self.version = -2  # the version the last pass ran at
         self.verdicts: list[tuple[str, Verdict, Any]] = []  # what this worker wrote
         self._seen: dict[str, str] = {}
+        self._last = -2  # the head at the last look (-2: never looked)
         self._said: set[str] = set()
         self._advanced = threading.Condition()
 
@@ -132,20 +136,28 @@ class ResolverWorker:
         with self._advanced:
             return self._advanced.wait_for(lambda: self.version >= version, timeout)
 
+    def look(self) -> bool:
+        """Look at the head once: run a pass if a decision since the last look touched a
+        conflict or the schema (always on the first look); whether a pass ran."""
+        head = self.graph.head()
+        if head == self._last:
+            return False
+        ran = self._last < -1 or touches_conflicts(self.graph, self._last + 1, head)
+        if ran:
+            self.step(head)
+        self._last = head
+        return ran
+
     def run(self, stop: threading.Event) -> None:
-        """Pass at each new head until ``stop`` is set; errors are logged, never fatal."""
-        last = -2
+        """Look at each new head until ``stop`` is set; errors are logged, never fatal."""
         while not stop.is_set():
             if self.lease is not None and not self.lease.held():
-                last = -2  # whoever held it may have left work: look again once we hold it
+                self._last = -2  # whoever held it may have left work: look again once we do
                 self.lease.wait(self.wake)
                 continue
             try:
-                head = self.graph.head()
-                if head != last:
-                    self.step(head)
-                    last = head
-                self.graph.wait_for(last + 1, self.wake)
+                self.look()
+                self.graph.wait_for(self._last + 1, self.wake)
             except VersionNotYetAvailable:
                 continue
             except ClaimgraphError as exc:  # the store or broker is away: look again later

@@ -5,8 +5,9 @@ only when an open, not escalated conflict has passed its edge type's ``quarantin
 (``core.governor.exits.tick``). So the ticker computes the next due time from the graph at
 head — each such conflict's ``opened_time`` plus its deadline, under the schema in force —
 and writes a tick once the clock reaches it, never on an idle graph. It recomputes only when
-the head moved (its own tick moves it, so a tick that left conflicts for the next one, past
-the per-tick exit limit, is followed by another). It wakes every ``interval`` seconds at
+a new decision touched a conflict or the schema (:func:`touches_conflicts`; its own tick's
+exits do, so a tick that left conflicts for the next one, past the per-tick exit limit, is
+followed by another). It wakes every ``interval`` seconds at
 most, or sooner when the next deadline is nearer.
 """
 
@@ -20,11 +21,33 @@ from typing import Any
 from claimgraph.errors import ClaimgraphError
 from claimgraph.service.schemas import schema_at
 
-__all__ = ["DeadlineTicker", "next_deadline"]
+__all__ = ["DeadlineTicker", "next_deadline", "touches_conflicts"]
+
+# decisions that change what a conflict scan would find, besides those naming a conflict
+_SCHEMA_TYPES = frozenset({"publish_schema", "upgrade_rules"})
 
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def touches_conflicts(graph: Any, start: int, end: int, page: int = 1000) -> bool:
+    """Whether a decision in versions ``start..end`` opened, joined, changed or closed a
+    conflict (it names one, or lists exits) or changed the schema: only then can the
+    quarantine, its deadlines or its resolver chains differ from what they were before
+    ``start``. Reading the decisions is cheap; scanning every conflict is not."""
+    pos = start
+    while pos <= end:
+        batch = graph.decisions(pos, min(page, end - pos + 1))
+        if not batch:
+            return False
+        for version, d in batch:
+            if version > end:
+                return False
+            if d.get("conflict_id") or d.get("exits") or d["command_type"] in _SCHEMA_TYPES:
+                return True
+        pos = batch[-1][0] + 1
+    return False
 
 
 def next_deadline(graph: Any, version: int) -> int | None:
@@ -77,7 +100,8 @@ class DeadlineTicker:
         if self.lease is None or self.lease.held():
             head = self.graph.head()
             if head != self._head:
-                self.due = next_deadline(self.graph, head)
+                if self._head is None or touches_conflicts(self.graph, self._head + 1, head):
+                    self.due = next_deadline(self.graph, head)
                 self._head = head
             now = self.clock()
             if self.due is not None and now >= self.due and not self._waiting(now):
