@@ -215,3 +215,22 @@ def test_two_serve_replicas_on_kafka_resolve_once(kafka_broker: Any, tmp_path: P
         assert [(d["conflict_id"], d["kind"]) for d in resolves] == [
             (cid, "resolved"), (cid2, "resolved"),
         ]  # fmt: skip
+
+
+def test_kafka_reads_without_a_projection_name_the_fix(kafka_broker: Any) -> None:
+    """A Kafka graph opened without a projection answers a read (an escalation, resolvers)
+    with a ConfigError naming --data, not an AttributeError."""
+    import pytest
+
+    from claimgraph.errors import ConfigError
+    from claimgraph.service.resolvers import run_resolvers
+
+    cfg = fresh_config(kafka_broker.bootstrap, graphs=("pay",))
+    with KafkaGraph(cfg, "pay") as g:
+        for read in (
+            lambda: g.escalation("cf:1"),
+            lambda: g.quarantine(),
+            lambda: run_resolvers(g, agent="resolver-bot"),
+        ):
+            with pytest.raises(ConfigError, match="pass --data DIR"):
+                read()

@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from rocksdict import AccessType, Options, Rdict
@@ -37,6 +37,20 @@ if TYPE_CHECKING:
     from claimgraph.service.port import GraphPort
 
 __all__ = ["KafkaGraph"]
+
+
+class _NoProjection:
+    """The reader of a KafkaGraph opened without a projection: every read names the fix
+    (instead of an AttributeError on a reader that is not there)."""
+
+    def __init__(self, graph: str) -> None:
+        self.graph = graph
+
+    def __getattr__(self, name: str) -> Any:
+        raise ConfigError(
+            f"reads of graph {self.graph!r} on Kafka come from a projection: pass --data DIR "
+            f"of a projector (claimgraph projector --graph {self.graph} --data DIR)"
+        )
 
 
 class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
@@ -67,6 +81,7 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
         self._runs: KafkaLog | None = None
         self._projection_dir = projection
         self._db: Rdict | None = None
+        self.reader = cast(ProjectionReader, _NoProjection(graph))
         if projection is not None:
             primary = projection / "projection"
             if not primary.exists():
