@@ -284,6 +284,20 @@ def test_plain_claims_cost_the_worker_no_pass(refunds: Graph) -> None:
     assert (v.resolver, r.kind) == ("rules:block-wins", "resolved")
     assert worker.look() and not worker.look()  # its own verdict: one more look, then quiet
     assert worker.passes == 3 and len(worker.verdicts) == 1
+    assert worker._seen == {}  # what it remembers is bounded by the open conflicts
+
+
+def test_serve_refuses_a_bad_allow_list_before_serving(tmp_path: Path) -> None:
+    """A malformed --arbiter or arbiters.json stops serve with exit 2 and the reason."""
+    data = tmp_path / "g"
+    claimgraph.open(data, create=True, graph="ops").close()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-m", "claimgraph", "--data", str(data), "serve", "--port", "9"]
+    r = subprocess.run([*cmd, "--arbiter", "judge"], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "expected NAME=COMMAND or NAME=URL" in r.stderr, r.stderr
+    (data / "arbiters.json").write_text('{"arbiters": {"j": {"url": "file:///etc/passwd"}}}')
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "arbiters.json: arbiters.j.url: expected" in r.stderr, r.stderr
 
 
 def test_a_schema_url_is_never_called_unless_allowed(tmp_path: Path) -> None:

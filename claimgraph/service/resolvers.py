@@ -355,7 +355,8 @@ def run_resolvers(
     principal the verdicts are written as. Returns (conflict id, verdict, receipt) per conflict.
     ``allowed``: run only these arbiters (see :func:`decide_conflict`). ``seen`` remembers
     each conflict as a pass found it: a conflict unchanged since (its verdict was refused, say)
-    is not tried again, so a worker woken by its own refused verdict does not loop.
+    is not tried again, so a worker woken by its own refused verdict does not loop; it keeps
+    only conflicts still open and not escalated.
     ``may_write`` is asked before each verdict (a lease): the pass stops when it says no.
     """
     version = graph.head() if at is None else at
@@ -363,9 +364,11 @@ def run_resolvers(
     done: list[tuple[str, Verdict, Any]] = []
     if schema is None:
         return done
+    still_open: set[str] = set()
     for row in graph.quarantine(at=version):
         if row.get("escalated_at") is not None:
             continue
+        still_open.add(row["conflict_id"])
         et = schema.edge_types.get(row["edge_type"])
         if et is None or not et.resolvers:
             continue
@@ -378,7 +381,7 @@ def run_resolvers(
             continue
         v = decide_conflict(payload, et, arbiters=arbiters, limits=limits, allowed=allowed)
         if may_write is not None and not may_write():
-            break
+            return done
         if v.action == "escalate":
             r = graph.escalate(cid, agent=agent, reason=_escalation_reason(v), resolver=v.resolver)
         else:
@@ -393,4 +396,7 @@ def run_resolvers(
         if seen is not None:
             seen[cid] = mark
         done.append((cid, v, r))
+    if seen is not None:  # bounded by the open conflicts: forget the ones that closed
+        for cid in [c for c in seen if c not in still_open]:
+            del seen[cid]
     return done
