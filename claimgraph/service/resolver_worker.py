@@ -69,6 +69,7 @@ class ResolverWorker:
         lease: Lease | None = None,
         log: Callable[[str], None] = lambda line: None,
         wake: float = 1.0,
+        min_gap: float = 0.2,
     ) -> None:
         self.graph = graph
         self.allowed = allowed
@@ -76,6 +77,7 @@ class ResolverWorker:
         self.lease = lease
         self.log = log
         self.wake = wake  # seconds: at most this long between looks at the stop flag
+        self.min_gap = min_gap  # seconds between passes at least: a busy graph's are batched
         self.passes = 0  # passes run (each at a new head)
         self.version = -2  # the version the last pass ran at
         self.verdicts: list[tuple[str, Verdict, Any]] = []  # what this worker wrote
@@ -156,7 +158,8 @@ class ResolverWorker:
                 self.lease.wait(self.wake)
                 continue
             try:
-                self.look()
+                if self.look():
+                    stop.wait(self.min_gap)  # a rate limit: the decisions meanwhile, one pass
                 self.graph.wait_for(self._last + 1, self.wake)
             except VersionNotYetAvailable:
                 continue

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from claimgraph.core.wire import decode_decision
 from claimgraph.errors import ClaimgraphError
 from claimgraph.service.schemas import schema_at
 
@@ -31,6 +32,15 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _decisions(graph: Any, start: int, limit: int) -> list[tuple[int, Any]]:
+    """Decisions from ``start``: from the embedded log's raw records when the graph has one
+    (decoded only: the fields looked at are never scrubbed by erasure), else the port's."""
+    logs = getattr(graph, "logs", None)
+    if logs is None:
+        return list(graph.decisions(start, limit))
+    return [(r.offset, decode_decision(r.value)) for r in logs.decisions.read(start, limit)]
+
+
 def touches_conflicts(graph: Any, start: int, end: int, page: int = 1000) -> bool:
     """Whether a decision in versions ``start..end`` opened, joined, changed or closed a
     conflict (it names one, or lists exits) or changed the schema: only then can the
@@ -38,7 +48,7 @@ def touches_conflicts(graph: Any, start: int, end: int, page: int = 1000) -> boo
     ``start``. Reading the decisions is cheap; scanning every conflict is not."""
     pos = start
     while pos <= end:
-        batch = graph.decisions(pos, min(page, end - pos + 1))
+        batch = _decisions(graph, pos, min(page, end - pos + 1))
         if not batch:
             return False
         for version, d in batch:
