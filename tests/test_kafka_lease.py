@@ -38,6 +38,13 @@ edge_types:
           - {name: block-wins, when: 'claims.exists(c, c.object == "BLOCK")',
              adopt: 'c.object == "BLOCK"'}
       - human
+  - name: hold_decision      # no resolvers: its conflicts leave by the deadline, on a tick
+    subject: refund
+    object: verdict
+    writers: [{agent: "*-agent"}]
+    cardinality: many-to-one
+    conflict_policy: quarantine
+    quarantine: {deadline: 1s, on_exit: escalate}
 """
 
 
@@ -146,7 +153,7 @@ class _Serve:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "claimgraph", "--bootstrap", cfg.bootstrap, "--prefix",
              cfg.prefix, "--graph", "pay", "--data", str(data), "serve", "--port",
-             str(self.port), "--tokens", str(tokens)],
+             str(self.port), "--tokens", str(tokens), "--tick", "0.2"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
         )  # fmt: skip
         self.lines: list[str] = []
@@ -175,8 +182,9 @@ class _Serve:
 
 
 def test_two_serve_replicas_on_kafka_resolve_once(kafka_broker: Any, tmp_path: Path) -> None:
-    """Two `serve --bootstrap` processes over one graph: a conflict is resolved by one of
-    them, once; that one stops and the other resolves the next conflict."""
+    """Two `serve --bootstrap` processes over one graph: a deadline gets one tick (from the
+    lease holder), a conflict is resolved by one of them, once; that one stops and the other
+    resolves the next conflict."""
     cfg = fresh_config(kafka_broker.bootstrap, graphs=("pay",))
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({"tokens": [{"agent": "x", "token": "x" * 24}]}))
@@ -204,6 +212,12 @@ def test_two_serve_replicas_on_kafka_resolve_once(kafka_broker: Any, tmp_path: P
             serves[0].wait_said(cid, 0.2)
         [holder] = [s for s in serves if s.said(f"resolvers: {cid}:")]
         [other] = [s for s in serves if s is not holder]
+        g.assert_("hold_decision", "refund:H", "verdict:BLOCK", agent="fraud-agent")
+        held = g.assert_("hold_decision", "refund:H", "verdict:OK", agent="exp-agent")
+        assert held.kind == "quarantined"
+        reader.wait_for(held.version + 1, 90)  # the holder's tick, past the 1s deadline
+        [tick] = [d for _, d in reader.decisions(held.version + 1, 10)]
+        assert tick["command_type"] == "tick" and tick["exits"][0]["action"] == "escalate"
         holder.stop()  # it leaves the lease group; the other is given the lease
 
         second = _conflict(g, "R2")
@@ -211,7 +225,9 @@ def test_two_serve_replicas_on_kafka_resolve_once(kafka_broker: Any, tmp_path: P
         assert other.wait_said(f"resolvers: {cid2}: rules:block-wins", 120), other.lines
         other.stop()
         assert not other.said(f"resolvers: {cid}:") and not holder.said(f"resolvers: {cid2}:")
-        resolves = [d for _, d in reader.decisions(0, 100) if d["command_type"] == "resolve"]
+        decided = [d for _, d in reader.decisions(0, 100)]
+        assert [d["command_type"] for d in decided].count("tick") == 1  # one replica ticked
+        resolves = [d for d in decided if d["command_type"] == "resolve"]
         assert [(d["conflict_id"], d["kind"]) for d in resolves] == [
             (cid, "resolved"), (cid2, "resolved"),
         ]  # fmt: skip

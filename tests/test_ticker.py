@@ -91,36 +91,3 @@ def test_a_log_clock_behind_the_tickers_gets_one_tick_per_interval(tmp_path: Pat
         assert len(_ticks(g)) == 1 and ahead.due is not None
     finally:
         g.close()
-
-
-class _Lease:
-    """A lease this process holds or not, as the test says (KafkaLease's two methods)."""
-
-    def __init__(self) -> None:
-        self.holding = threading.Event()
-
-    def held(self) -> bool:
-        return self.holding.is_set()
-
-    def wait(self, timeout: float) -> bool:
-        return self.holding.wait(timeout)
-
-
-def test_only_the_lease_holder_ticks(tmp_path: Path) -> None:
-    """On Kafka every serve replica runs a ticker; only the one holding the graph's lease
-    writes the due tick (test_kafka_lease.py tests the lease itself on a real broker)."""
-    clock = Clock()
-    g = _open(tmp_path, REFUNDS, clock)
-    try:
-        _refund(g, "R-1", "REJECT", "risk-control-agent", 0.8)
-        _refund(g, "R-1", "APPROVE", "experience-agent", 0.8)
-        lease = _Lease()
-        ticker = DeadlineTicker(g, interval=3600, clock=clock, lease=lease)
-        clock.now += 15 * MIN
-        assert [ticker.step() for _ in range(3)] == [None] * 3 and _ticks(g) == []
-        lease.holding.set()
-        r = ticker.step()
-        assert r is not None and [x["action"] for x in r.decision["exits"]] == ["fallback"]
-        assert _ticks(g) == [r.version]
-    finally:
-        g.close()
