@@ -244,11 +244,15 @@ def test_serve_runs_resolvers_and_only_its_own_arbiters(tmp_path: Path) -> None:
         t1.assert_("paged", "ticket:t1", "team:a", agent="triage-1")
         paged = t2.assert_("paged", "ticket:t1", "team:b", agent="triage-2")
         assert routed.kind == paged.kind == "quarantined"
-        t1.wait_for(paged.version + 2, timeout=30)  # the worker's two verdicts
-        verdicts = {
-            d["conflict_id"]: d for _, d in t1.decisions(paged.version + 1, 10)
-            if d["command_type"] in ("resolve", "escalate")
-        }  # fmt: skip
+        wanted = {routed.decision["conflict_id"], paged.decision["conflict_id"]}
+        verdicts: dict[str, Any] = {}
+        while set(verdicts) != wanted:  # each new decision is observed, until both verdicts
+            head = t1.head()
+            for _, d in t1.decisions(routed.version + 1, 100):
+                if d["command_type"] in ("resolve", "escalate"):
+                    verdicts[d["conflict_id"]] = d
+            if set(verdicts) != wanted:
+                t1.wait_for(head + 1, timeout=30)
         r = verdicts[routed.decision["conflict_id"]]
         assert (r["kind"], r["released"], r["agent"]) == (
             "resolved", [routed.command_id], "resolver-bot",
