@@ -79,10 +79,23 @@ def mcp(
         raise ConfigError("who is the agent? give --token (or --url and --token), or --agent")
     session = AgentSession(graph, ident, task=ident.default_task if task is None else task,
                            snapshot_id=snapshot)  # fmt: skip
+    listener = _listen(graph)
     try:
         serve_stdio(session)
     finally:
-        graph.close()
+        try:
+            if listener is not None:
+                listener.close()
+        finally:
+            graph.close()
+
+
+def _listen(graph: Any) -> Any:
+    """As the directory's writer, take other processes' writes meanwhile (service.local)."""
+    from claimgraph.service.graph import Graph
+    from claimgraph.service.local import WriterListener
+
+    return WriterListener(graph) if isinstance(graph, Graph) else None
 
 
 def _open() -> Any:
@@ -90,9 +103,9 @@ def _open() -> Any:
         from claimgraph.service.kafka_graph import KafkaGraph
 
         return KafkaGraph(CTX.kafka(), CTX.graph, CTX.data)
-    from claimgraph.service.graph import open_graph
+    from claimgraph.service.attached import open_local
 
-    return open_graph(CTX.data)
+    return open_local(CTX.data)  # attached to serve's writer when serve holds the directory
 
 
 def tools(

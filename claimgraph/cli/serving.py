@@ -267,6 +267,7 @@ def serve(
 
         graph = open_graph(ctx.data)
         runtime = f"embedded, {ctx.data}"
+    writer = _writer_socket(graph)
     token_path = tokens or ctx.data / "tokens.json"
     if not token_path.exists():
         if tokens is not None:
@@ -314,7 +315,17 @@ def serve(
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         stop.set()
+        if writer is not None:
+            writer.close()
         graph.close()
+
+
+def _writer_socket(graph: Any) -> Any:
+    """The embedded graph's socket for CLI writes while serve holds it (service.local)."""
+    from claimgraph.service.graph import Graph
+    from claimgraph.service.local import WriterListener
+
+    return WriterListener(graph) if isinstance(graph, Graph) else None
 
 
 def _mount_mcp(app: Any, graph: Any, token_file: Any, host: str) -> None:

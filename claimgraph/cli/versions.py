@@ -67,10 +67,14 @@ def gc(
         with progress("gc") as cb:
             rep = _gc_kafka(horizon, keep, age, cb)
     else:
-        from claimgraph.service.graph import open_graph
+        from claimgraph.service.attached import AttachedGraph
 
-        with open_graph(_data()) as g, progress("gc") as cb:
-            rep = gc_graph(g, horizon=horizon, keep=keep, keep_age_ms=age, progress=cb)
+        _data()
+        with graph_session() as g, progress("gc") as cb:
+            if isinstance(g, AttachedGraph):  # serve (or another writer) holds it: it GCs
+                rep = g.gc(horizon=horizon, keep=keep, keep_age_ms=age)
+            else:
+                rep = gc_graph(g, horizon=horizon, keep=keep, keep_age_ms=age, progress=cb)
     if as_json:
         emit(rep.as_dict())
         return
@@ -192,10 +196,11 @@ def checkpoint_create(
             proj.close()
     else:
         from claimgraph.projections.checkpoints import checkpoint_graph
-        from claimgraph.service.graph import open_graph
+        from claimgraph.service.attached import AttachedGraph, local_graph
 
-        with progress("fold") as cb, open_graph(_data(), progress=cb) as g:
-            info = checkpoint_graph(g)
+        with progress("fold") as cb, local_graph(_data(), progress=cb) as g:
+            # serve (or another writer) holds it: that process checkpoints
+            info = g.checkpoint() if isinstance(g, AttachedGraph) else checkpoint_graph(g)
     if keep is not None:
         from claimgraph.projections.checkpoints import prune_checkpoints
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rocksdict import (
+    AccessType,
     DbClosedError,
     DBRecoveryMode,
     Options,
@@ -39,6 +40,7 @@ from rocksdict import (
 from claimgraph.errors import ClaimgraphError, CorruptionError, DiskFullError, StorageError
 
 __all__ = [
+    "LOCKED",
     "PREFIX",
     "SALVAGE",
     "STRICT",
@@ -47,6 +49,7 @@ __all__ = [
     "estimated_keys",
     "failure",
     "get",
+    "is_locked",
     "named",
     "open_or_stand_in",
     "open_rdict",
@@ -64,6 +67,14 @@ __all__ = [
 STRICT = "strict"
 PREFIX = "prefix"
 SALVAGE = "salvage"
+
+# How a StorageError says that another process holds a database (RocksDB allows one writer).
+LOCKED = "in use by another claimgraph process (RocksDB lock held)"
+
+
+def is_locked(exc: BaseException) -> bool:
+    """Whether ``exc`` is the StorageError of a database another process holds."""
+    return isinstance(exc, StorageError) and LOCKED in str(exc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +113,7 @@ def failure(
             place.path,
         )
     if "lock" in msg.lower():
-        return StorageError(
-            f"{place.path}: it is in use by another claimgraph process (RocksDB lock held)"
-        )
+        return StorageError(f"{place.path}: it is {LOCKED}")
     return StorageError(f"{place.path}: {msg} (while {doing})")
 
 
@@ -216,8 +225,20 @@ def _mode(wal: str) -> Any:
     raise ValueError(f"unknown WAL recovery mode {wal!r}")
 
 
-def open_rdict(path: Path, *, create: bool, wal: str = PREFIX, remedy: str = "") -> Rdict:
-    """Open a raw-mode RocksDB with checksums verified; name every failure (see the module)."""
+def open_rdict(
+    path: Path,
+    *,
+    create: bool,
+    wal: str = PREFIX,
+    remedy: str = "",
+    secondary: Path | None = None,
+) -> Rdict:
+    """Open a raw-mode RocksDB with checksums verified; name every failure (see the module).
+
+    With ``secondary`` (a scratch directory of this process), the database is opened as a
+    read-only *secondary* instance that another process may be writing: it sees what the
+    primary wrote up to its last ``try_catch_up_with_primary()`` and takes no lock.
+    """
     opts = Options(raw_mode=True)
     opts.create_if_missing(create)
     opts.set_max_background_jobs(2)
@@ -226,7 +247,12 @@ def open_rdict(path: Path, *, create: bool, wal: str = PREFIX, remedy: str = "")
     opts.set_wal_recovery_mode(_mode(wal))
     place = Place(str(path), remedy)
     try:
-        db = Rdict(str(path), opts)
+        if secondary is None:
+            db = Rdict(str(path), opts)
+        else:
+            # keep the files the primary compacts away readable until the next catch-up
+            opts.set_max_open_files(-1)
+            db = Rdict(str(path), opts, access_type=AccessType.secondary(str(secondary)))
     except Exception as exc:
         if type(exc) is not Exception:
             raise  # not RocksDB's (rocksdict raises the bare Exception): a bug of ours
@@ -242,9 +268,7 @@ def open_rdict(path: Path, *, create: bool, wal: str = PREFIX, remedy: str = "")
                 str(path),
             ) from None
         if "lock" in msg.lower():
-            raise StorageError(
-                f"{path} is in use by another claimgraph process (RocksDB lock held)"
-            ) from None
+            raise StorageError(f"{path} is {LOCKED}") from None
         err = failure(exc, place, "opening it")
         if isinstance(err, DiskFullError):
             raise err from None

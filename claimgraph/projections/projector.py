@@ -85,14 +85,17 @@ def conflict_row(state: GraphState, conflict_id: str) -> dict[str, Any]:
 class ProjectionStore:
     """A projection database: versioned rows plus the applied offset."""
 
-    def __init__(self, path: Path, *, create: bool = False) -> None:
+    def __init__(self, path: Path, *, create: bool = False, secondary: Path | None = None) -> None:
         self.path = path
         self._create = create
         self._remedy = projection_remedy(path)
         self.place = Place(str(path), self._remedy)
         # PREFIX: a damaged or cut-short WAL keeps its consistent prefix (rows and applied
         # offset travel in the same batches) and the lost tail is re-projected from the log
-        self.db: Rdict = open_rdict(path, create=create, wal=PREFIX, remedy=self._remedy)
+        # secondary: opened read-only beside the process that writes it (open_rdict)
+        self.db: Rdict = open_rdict(
+            path, create=create, wal=PREFIX, remedy=self._remedy, secondary=secondary
+        )
         self._wo = WriteOptions()
         self._wo.sync = False  # the logs are the durable truth; a lost tail is re-projected
         self.failed = False  # a write failed: reopen before the next one (see reopen)
