@@ -218,7 +218,7 @@ class AttachedGraph(TickerWrites, GraphReads, RunsMixin):
             return self._client
         while True:
             ann = read_announcement(self.path)
-            if ann is not None and ann.pid != os.getpid() and ann.alive():
+            if ann is not None and ann.alive():
                 self._client = WriterClient(self.path, ann, self.name)
                 return self._client
             try:
