@@ -384,3 +384,28 @@ def test_attached_graph_follows_the_writer_and_takes_over_when_it_leaves(tmp_pat
     assert not (long / ANNOUNCEMENT).exists() and not (long / READERS).exists()
     with claimgraph.open(long) as again:  # the attached graph closed the writer it became
         assert again.head() == 2
+
+
+def test_a_killed_readers_scratch_is_swept_by_the_next_reader(tmp_path: Path) -> None:
+    """A reader killed before it could clean up (SIGKILL) leaves its secondary's scratch in
+    DIR/.readers; the next process that attaches removes it, and its own on exit."""
+    data = tmp_path / "g"
+    _graph(data)
+    with claimgraph.open(data):  # the writer: what follows attaches
+        reader = subprocess.Popen(
+            [sys.executable, "-m", "claimgraph", "--data", str(data), "mcp", "--agent", "x"],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV,
+        )  # fmt: skip
+        try:
+            mine = until(
+                "the reader's scratch",
+                lambda: list((data / READERS).glob(f"{reader.pid}-*")),
+                reader,
+            )
+        finally:
+            reader.kill()
+            reader.wait()
+        assert mine[0].exists()
+        assert ok(data, "head").strip() == "platform: head v0"
+        assert not mine[0].exists()
+        assert not (data / READERS).exists()
