@@ -47,7 +47,6 @@ from claimgraph.service.local import (
     SOCKET,
     Announcement,
     WriterClient,
-    WriterGone,
     WriterListener,
     read_announcement,
 )
@@ -262,16 +261,17 @@ class AttachedGraph(TickerWrites, GraphReads, RunsMixin):
                         return w.submit(payload)
                     w.append_run_events(decode_events(payload))
                     return []
-                try:
-                    if op == "submit":
-                        return w.submit(payload)
-                    w.append_runs(payload)
+                if op == "submit":
+                    receipts = w.submit(payload)
+                    if receipts is not None:
+                        return receipts
+                elif w.append_runs(payload):
                     return []
-                except WriterGone:  # it stopped before reading anything: find the next one
-                    self._client = None
-                    if time.monotonic() >= deadline:
-                        raise StorageError(self._no_writer(w.announcement)) from None
-                    time.sleep(0.05)
+                # it stopped before reading anything: look for the next writer
+                self._client = None
+                if time.monotonic() >= deadline:
+                    raise StorageError(self._no_writer(w.announcement))
+                time.sleep(0.05)
 
     def _batches(self, records: Sequence[bytes]) -> Iterator[list[bytes]]:
         return WriterClient(self.path, _NOBODY, self.name).batches(records)
@@ -303,13 +303,13 @@ class AttachedGraph(TickerWrites, GraphReads, RunsMixin):
                 w = self._writer(deadline)
                 if isinstance(w, Graph):
                     return _admin_locally(w, op, **args)
-                try:
-                    return w.request(op, **args)
-                except WriterGone:
-                    self._client = None
-                    if time.monotonic() >= deadline:
-                        raise StorageError(self._no_writer(w.announcement)) from None
-                    time.sleep(0.05)
+                resp = w.request(op, **args)
+                if resp is not None:
+                    return resp
+                self._client = None
+                if time.monotonic() >= deadline:
+                    raise StorageError(self._no_writer(w.announcement))
+                time.sleep(0.05)
 
     def gc(
         self, *, horizon: int | None = None, keep: int | None = None, keep_age_ms: int | None = None
@@ -331,16 +331,19 @@ class AttachedGraph(TickerWrites, GraphReads, RunsMixin):
             if self._closed:
                 return
             self._closed = True
-            if self._listener is not None:
-                self._listener.close()
-            if self._own is not None:
-                self._own.close()
-            for store in (self.projection, self.logs):
-                with contextlib.suppress(Exception):
-                    store.close()
-            shutil.rmtree(self._scratch, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                (self.path / READERS).rmdir()  # only if no other reader is there
+            try:
+                if self._listener is not None:
+                    self._listener.close()
+                if self._own is not None:
+                    self._own.close()
+            finally:
+                try:
+                    self.projection.close()
+                    self.logs.close()
+                finally:
+                    shutil.rmtree(self._scratch, ignore_errors=True)
+                    with contextlib.suppress(OSError):
+                        (self.path / READERS).rmdir()  # only if no other reader is there
 
     def __enter__(self) -> AttachedGraph:
         return self

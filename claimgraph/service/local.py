@@ -62,7 +62,6 @@ __all__ = [
     "SOCKET",
     "Announcement",
     "WriterClient",
-    "WriterGone",
     "WriterListener",
     "read_announcement",
 ]
@@ -78,13 +77,6 @@ MAX_CLIENTS = 8  # requests served at once
 OPS = ("submit", "runs", "gc", "checkpoint")
 _LEN = struct.Struct(">I")
 _SUN_PATH = 100  # sockaddr_un holds 108 bytes; longer paths go through /proc/self/fd
-
-
-class WriterGone(Exception):
-    """The writer closed the connection before greeting: nothing was sent, try again.
-
-    Never leaves this package: :mod:`claimgraph.service.attached` looks for the writer again.
-    """
 
 
 # -- frames ---------------------------------------------------------------------------------
@@ -351,7 +343,14 @@ class WriterListener:
                 return
             except (EOFError, OSError):  # it went away or stalled: nothing to answer
                 return
-            _send(conn, self.dispatch(req))
+            try:
+                resp = self.dispatch(req)
+            except Exception as exc:  # a bug of ours: the client says so, then it is raised
+                msg = f"{type(exc).__name__}: {exc}"
+                with contextlib.suppress(OSError):
+                    _send(conn, {"ok": False, "error": {"type": "internal", "message": msg}})
+                raise
+            _send(conn, resp)
         except OSError:
             pass  # the client went away before its answer: the work stands, as over HTTP
         finally:
@@ -366,12 +365,6 @@ class WriterListener:
             return {"ok": True, **self._do(req)}
         except ClaimgraphError as exc:
             return _error(exc)
-        except Exception as exc:  # a bug of ours: the client says so, the writer goes on
-            log_event("writer.internal_error", error=f"{type(exc).__name__}: {exc}")
-            return {
-                "ok": False,
-                "error": {"type": "internal", "message": f"{type(exc).__name__}: {exc}"},
-            }
 
     def _do(self, req: Any) -> dict[str, Any]:
         if not isinstance(req, dict) or not isinstance(req.get("op"), str):
@@ -451,16 +444,17 @@ class WriterClient:
     def who(self) -> str:
         return f"the writer of {self.directory} (pid {self.announcement.pid})"
 
-    def request(self, op: str, **args: Any) -> dict[str, Any]:
-        """One request; its answer. WriterGone if the writer was not there to greet."""
+    def request(self, op: str, **args: Any) -> dict[str, Any] | None:
+        """One request; its answer, or None if the writer was not there to greet (it is
+        stopping, or gone): then nothing was sent, and the caller may look for it again."""
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             try:
                 with _dirfd(self.directory) as fd:
                     conn.connect(_address(self.directory, SOCKET, fd))
                 hello = _recv(conn, MAX_GREETING)
-            except (OSError, EOFError, ClaimgraphError) as exc:
-                raise WriterGone(f"{self.who} did not greet: {exc}") from None
+            except (OSError, EOFError, ClaimgraphError):
+                return None
             if not isinstance(hello, dict) or hello.get("claimgraph") != PROTOCOL:
                 raise StorageError(f"{self.who} speaks another protocol: {str(hello)[:200]}")
             if hello.get("graph") != self.graph:
@@ -503,9 +497,12 @@ class WriterClient:
         if batch:
             yield batch
 
-    def submit(self, records: Sequence[bytes]) -> list[Receipt]:
-        """Records (one request: see :meth:`batches`) the writer decides; their receipts."""
+    def submit(self, records: Sequence[bytes]) -> list[Receipt] | None:
+        """Records (one request: see :meth:`batches`) the writer decides; their receipts
+        (None: the writer was not there, see :meth:`request`)."""
         resp = self.request("submit", records=[_b64(r) for r in records])
+        if resp is None:
+            return None
         rows = resp.get("receipts")
         if not isinstance(rows, list) or len(rows) != len(records):
             raise StorageError(f"{self.who} answered {str(rows)[:100]} for {len(records)}")
@@ -514,6 +511,6 @@ class WriterClient:
             for cid, pos, ver, dec in rows
         ]
 
-    def append_runs(self, records: Sequence[bytes]) -> None:
-        """Runs-log records (one request) the writer appends."""
-        self.request("runs", records=[_b64(r) for r in records])
+    def append_runs(self, records: Sequence[bytes]) -> bool:
+        """Runs-log records (one request) the writer appends; False if it was not there."""
+        return self.request("runs", records=[_b64(r) for r in records]) is not None
