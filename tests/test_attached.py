@@ -27,6 +27,7 @@ from claimgraph.service.attached import READERS, AttachedGraph
 from claimgraph.service.graph import Graph
 from claimgraph.service.local import (
     ANNOUNCEMENT,
+    MAX_RECORDS,
     MAX_REQUEST,
     SOCKET,
     WriterListener,
@@ -156,6 +157,8 @@ def test_cli_reads_and_writes_while_serve_runs(
     assert ok(data, "audit").startswith("audit ok:")
     assert ok(data, "digest").strip().endswith("version 5")
     assert "decides under rules revision" in ok(data, "rules", "show")
+    assert ok(data, "tick").startswith("v6 ACCEPTED")  # through serve, like every write
+    assert ok(data, "runs", "list").strip() == "no runs yet"
     assert ok(data, "init", "--graph", "platform").startswith("graph 'platform' in ")
     missing = cli(data, "get", "deployment_target", "service:checkout", "--at", "99")
     assert missing.returncode == 5 and "version 99 is not available" in missing.stderr
@@ -163,12 +166,12 @@ def test_cli_reads_and_writes_while_serve_runs(
     # admin commands, done by serve
     assert ok(data, "checkpoint", "create").startswith("checkpoint ")
     gc = json.loads(ok(data, "gc", "--keep", "2", "--json"))
-    assert (gc["horizon"], gc["held_by"]) == (4, None)
+    assert (gc["horizon"], gc["held_by"]) == (5, None)
     bad = cli(data, "gc", "--horizon", "50")  # serve's error, exactly as it is locally
-    assert bad.returncode == 2 and "horizon 50 is above head v5" in bad.stderr
-    pin = json.loads(ok(data, "pin", "add", "5", "--json"))
-    assert pin["version"] == 5
-    assert "horizon v4; 1 live pin(s)" in ok(data, "pin", "list")
+    assert bad.returncode == 2 and "horizon 50 is above head v6" in bad.stderr
+    pin = json.loads(ok(data, "pin", "add", "6", "--json"))
+    assert pin["version"] == 6
+    assert "horizon v5; 1 live pin(s)" in ok(data, "pin", "list")
 
     # no reader left its scratch behind; serve still holds the directory
     assert not (data / READERS).exists() or not any((data / READERS).iterdir())
@@ -176,7 +179,7 @@ def test_cli_reads_and_writes_while_serve_runs(
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
     assert not (data / SOCKET).exists() and not (data / ANNOUNCEMENT).exists()
-    assert ok(data, "head").strip() == "platform: head v5"  # the CLI is the writer again
+    assert ok(data, "head").strip() == "platform: head v6"  # the CLI is the writer again
 
 
 # -- two CLI processes: a read and a write during a 30,000-line submit ---------------------------
@@ -334,6 +337,7 @@ def test_malformed_requests_get_named_errors_and_change_nothing(
         (_json({"op": "submit", "records": ["***"]}), "records[0] is not valid base64"),
         (_json({"op": "gc", "horizon": "1"}), "'horizon' must be a 64-bit integer"),
         (_json({"op": "runs", "records": ["AAAA"]}), "not a run event record"),
+        (_json({"op": "submit", "records": [""] * (MAX_RECORDS + 1)}), "at most 10000"),
     ]:
         resp = _ask(g.path, payload)
         assert resp["ok"] is False and words in resp["error"]["message"], resp

@@ -21,10 +21,11 @@ cannot know whether it took effect, and says so.
 Operations: ``submit`` (command records) → receipts; ``runs`` (runs-log records);
 ``gc`` (horizon, keep, keep_age_ms) → report; ``checkpoint`` → checkpoint info.
 
-Bounds, for a peer that misbehaves: a request is at most :data:`MAX_REQUEST` bytes (a client
-splits a long submit into several), it must arrive within :data:`REQUEST_TIMEOUT` seconds of the
-greeting, and at most :data:`MAX_CLIENTS` requests are served at once (others wait to be
-accepted). A malformed request is answered with an InputError naming what is wrong.
+Bounds, for a peer that misbehaves: a request is at most :data:`MAX_REQUEST` bytes and
+:data:`MAX_RECORDS` records (a client splits a long submit into several), it must arrive
+within :data:`REQUEST_TIMEOUT` seconds of the greeting, and at most :data:`MAX_CLIENTS`
+requests are served at once (others wait to be accepted). A malformed request is answered
+with an InputError (a LimitError past a bound) naming what is wrong.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from claimgraph.streams.jsonlog import log_event
 __all__ = [
     "ANNOUNCEMENT",
     "MAX_CLIENTS",
+    "MAX_RECORDS",
     "MAX_REQUEST",
     "PROTOCOL",
     "REQUEST_TIMEOUT",
@@ -70,6 +72,7 @@ PROTOCOL = 1
 SOCKET = "writer.sock"
 ANNOUNCEMENT = "writer.json"
 MAX_REQUEST = 64 << 20  # bytes of one request frame
+MAX_RECORDS = 10_000  # records in one request
 MAX_RESPONSE = 1 << 30  # bytes of one answer (receipts of one request), for the client
 MAX_GREETING = 4096
 REQUEST_TIMEOUT = 30.0  # seconds a greeted client has to send its whole request
@@ -126,6 +129,10 @@ def _records(req: dict[str, Any]) -> list[bytes]:
     recs = req.get("records")
     if not isinstance(recs, list):
         raise InputError("'records' must be a list of base64 strings")
+    if len(recs) > MAX_RECORDS:
+        raise LimitError(
+            "too_large", "max_records", f"{len(recs)} records; at most {MAX_RECORDS} a request"
+        )
     return [_unb64(r, f"records[{i}]") for i, r in enumerate(recs)]
 
 
@@ -489,7 +496,7 @@ class WriterClient:
                     "max_request",
                     f"a record of {len(r)} bytes cannot be sent to {self.who}",
                 )
-            if batch and size + n > self.max_request:
+            if batch and (size + n > self.max_request or len(batch) >= MAX_RECORDS):
                 yield batch
                 batch, size = [], 64
             batch.append(r)
