@@ -173,6 +173,12 @@ def test_cli_reads_and_writes_while_serve_runs(
     assert pin["version"] == 6
     assert "horizon v5; 1 live pin(s)" in ok(data, "pin", "list")
 
+    # what replaces serve's stores needs serve stopped, and says so
+    for args in (["rebuild"], ["checkpoint", "restore"]):
+        refused = cli(data, *args)
+        assert refused.returncode == 8
+        assert f"stop that process first (pid {proc.pid}" in refused.stderr
+
     # no reader left its scratch behind; serve still holds the directory
     assert not (data / READERS).exists() or not any((data / READERS).iterdir())
     assert proc.poll() is None

@@ -8,13 +8,15 @@ one writer, and the error says so).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from claimgraph.cli.common import CTX, emit, graph_session, print_receipt, progress, say
-from claimgraph.errors import ConfigError, NotFoundError
+from claimgraph.errors import ConfigError, NotFoundError, StorageError
 
 __all__ = ["register"]
 
@@ -32,6 +34,24 @@ replica_app = typer.Typer(
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+@contextmanager
+def _needs_the_writer_stopped(what: str) -> Iterator[None]:
+    """A command that replaces what the directory's writer holds: say which process to stop."""
+    from claimgraph.logs.rocks import is_locked
+    from claimgraph.service.local import ANNOUNCEMENT, read_announcement
+
+    try:
+        yield
+    except StorageError as exc:
+        ann = read_announcement(Path(CTX.data))
+        if not is_locked(exc) or ann is None or not ann.alive():
+            raise
+        raise StorageError(
+            f"{what} replaces what the running writer of {CTX.data} holds: stop that process "
+            f"first (pid {ann.pid}, {Path(CTX.data) / ANNOUNCEMENT})"
+        ) from None
 
 
 def _data() -> Path:
@@ -258,7 +278,8 @@ def checkpoint_restore(
         return
     from claimgraph.service.graph import open_graph
 
-    info = restore_graph(data, name)
+    with _needs_the_writer_stopped("checkpoint restore"):
+        info = restore_graph(data, name)
     say(f"restored {_describe(info)}")
     with progress("re-project the tail") as cb:
         g = open_graph(data, progress=cb)  # folds from the checkpoint, projects the tail
@@ -332,7 +353,7 @@ def rebuild(
         )
     from claimgraph.service.repair import rebuild as run_rebuild
 
-    with progress("rebuild") as cb:
+    with progress("rebuild") as cb, _needs_the_writer_stopped("rebuild"):
         rep = run_rebuild(_data(), salvage_log=salvage_log, progress=cb)
     if as_json:
         emit(rep.as_dict())
