@@ -419,3 +419,14 @@ def test_a_killed_readers_scratch_is_swept_by_the_next_reader(tmp_path: Path) ->
         assert ok(data, "head").strip() == "platform: head v0"
         assert not mine[0].exists()
         assert not (data / READERS).exists()
+
+
+def test_a_directory_that_cannot_hold_the_socket_still_works(tmp_path: Path) -> None:
+    """Where the socket cannot be made, the command that opened the directory works on and
+    says so on stderr (a structured line), rather than failing."""
+    data = tmp_path / "g"
+    _graph(data)
+    (data / SOCKET).mkdir()  # something else sits where the socket goes
+    r = cli(data, "grant", "dba-agent", "*", "--agent", "platform-admin")
+    assert r.returncode == 0 and r.stdout.startswith("v1 ACCEPTED granted")
+    assert '"event": "writer.no_socket"' in r.stderr and "cannot listen on" in r.stderr

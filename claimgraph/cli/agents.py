@@ -93,9 +93,9 @@ def mcp(
 def _listen(graph: Any) -> Any:
     """As the directory's writer, take other processes' writes meanwhile (service.local)."""
     from claimgraph.service.graph import Graph
-    from claimgraph.service.local import WriterListener
+    from claimgraph.service.local import listen
 
-    return WriterListener(graph) if isinstance(graph, Graph) else None
+    return listen(graph) if isinstance(graph, Graph) else None
 
 
 def _open() -> Any:

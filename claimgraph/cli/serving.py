@@ -323,9 +323,9 @@ def serve(
 def _writer_socket(graph: Any) -> Any:
     """The embedded graph's socket for CLI writes while serve holds it (service.local)."""
     from claimgraph.service.graph import Graph
-    from claimgraph.service.local import WriterListener
+    from claimgraph.service.local import listen
 
-    return WriterListener(graph) if isinstance(graph, Graph) else None
+    return listen(graph) if isinstance(graph, Graph) else None
 
 
 def _mount_mcp(app: Any, graph: Any, token_file: Any, host: str) -> None:

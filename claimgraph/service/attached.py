@@ -48,6 +48,7 @@ from claimgraph.service.local import (
     Announcement,
     WriterClient,
     WriterListener,
+    listen,
     read_announcement,
 )
 from claimgraph.service.reads import GraphReads
@@ -226,11 +227,7 @@ class AttachedGraph(TickerWrites, GraphReads, RunsMixin):
                 if not is_locked(exc):
                     raise
             else:  # the writer left: this process writes now, and listens in its place
-                try:
-                    self._listener = WriterListener(g)
-                except BaseException:
-                    g.close()
-                    raise
+                self._listener = listen(g)
                 self._own = g
                 return g
             if time.monotonic() >= deadline:
@@ -403,7 +400,7 @@ def local_graph(
     listener = None
     try:
         if isinstance(g, Graph):
-            listener = WriterListener(g)
+            listener = listen(g)
         yield g
     finally:
         try:

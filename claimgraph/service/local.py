@@ -65,6 +65,7 @@ __all__ = [
     "Announcement",
     "WriterClient",
     "WriterListener",
+    "listen",
     "read_announcement",
 ]
 
@@ -404,6 +405,17 @@ class WriterListener:
 
             return {"checkpoint": checkpoint_graph(g).as_dict()}
         raise InputError(f"unknown op {op[:40]!r}; expected one of {', '.join(OPS)}")
+
+
+def listen(graph: Graph) -> WriterListener | None:
+    """A :class:`WriterListener` for ``graph``, or None (said on stderr) where the directory
+    cannot hold one (a filesystem without unix sockets): the graph works on, and other
+    processes' writes are refused with a clear error instead of reaching it."""
+    try:
+        return WriterListener(graph)
+    except (StorageError, ConfigError) as exc:
+        log_event("writer.no_socket", path=str(graph.path), error=str(exc))
+        return None
 
 
 def _jsonable(v: Any) -> bool:
