@@ -367,6 +367,33 @@ def test_a_client_that_sends_nothing_does_not_hold_the_writer(
     assert not (g.path / SOCKET).exists() and not (g.path / ANNOUNCEMENT).exists()
 
 
+def test_a_request_that_trickles_in_is_dropped_at_the_timeout(
+    listening: tuple[Graph, WriterListener],
+) -> None:
+    """The whole request must arrive within the timeout (0.5 s here), however it is paced: a
+    client sending one byte at a time is hung up on long before it is done."""
+    g, _ = listening
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as slow:
+        slow.connect(str(g.path / SOCKET))
+        assert _frame(slow)["graph"] == "test"
+        slow.sendall(struct.pack(">I", 1000))
+        sent = 0
+        while sent < 1000:
+            try:
+                if slow.recv(1, socket.MSG_DONTWAIT) == b"":
+                    break  # the writer hung up
+            except BlockingIOError:
+                pass
+            try:
+                slow.sendall(b" ")
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            sent += 1
+            time.sleep(0.05)  # the pace of a slow client, not a synchronisation
+    assert sent < 1000  # dropped before the end (it would take 50 s)
+    assert g.head() == 0
+
+
 def test_attached_graph_follows_the_writer_and_takes_over_when_it_leaves(tmp_path: Path) -> None:
     """An attached graph writes through the announced writer; once that writer has left, the
     next write opens the directory itself and announces its own socket."""

@@ -15,7 +15,8 @@ holds a data directory, another CLI process cannot open it as the embedded graph
   directory is free, this process opens it and becomes the writer itself.
 
 A secondary needs a scratch directory of its own: ``DIR/.readers/PID-XXXX/``, removed on
-close; those of processes that died are removed by the next attach.
+close; those of processes that died are removed by the next attach. (A reader that may not
+write the data directory uses the system's temporary directory.)
 """
 
 from __future__ import annotations
@@ -94,13 +95,16 @@ def _sweep(readers: Path) -> None:
 
 
 def _scratch(path: Path) -> Path:
+    """This process's scratch for its secondaries: in ``DIR/.readers`` (where the next reader
+    sweeps it if this process dies), or in the system's temporary directory when the data
+    directory is not writable by this user."""
     readers = path / READERS
     try:
         readers.mkdir(mode=0o700, exist_ok=True)
-    except OSError as exc:
-        raise StorageError(f"cannot create {readers} for a reader's scratch: {exc}") from None
-    _sweep(readers)
-    return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=readers))
+        _sweep(readers)
+        return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=readers))
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix=f"claimgraph-reader-{os.getpid()}-"))
 
 
 class AttachedGraph(TickerWrites, GraphReads, RunsMixin):

@@ -91,9 +91,15 @@ def _send(conn: socket.socket, obj: Any) -> None:
     conn.sendall(_LEN.pack(len(data)) + data)
 
 
-def _recv_exact(conn: socket.socket, n: int) -> bytes:
+def _recv_exact(conn: socket.socket, n: int, deadline: float | None = None) -> bytes:
+    """``n`` bytes; with a ``deadline`` (monotonic), all of them before it or TimeoutError."""
     buf = bytearray()
     while len(buf) < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{len(buf)} of {n} bytes arrived in time")
+            conn.settimeout(left)
         chunk = conn.recv(min(n - len(buf), 1 << 20))
         if not chunk:
             raise EOFError(f"the connection closed after {len(buf)} of {n} bytes")
@@ -101,12 +107,12 @@ def _recv_exact(conn: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def _recv(conn: socket.socket, limit: int) -> Any:
+def _recv(conn: socket.socket, limit: int, deadline: float | None = None) -> Any:
     """One frame's JSON; LimitError past ``limit`` bytes (unread), InputError if not JSON."""
-    (n,) = _LEN.unpack(_recv_exact(conn, _LEN.size))
+    (n,) = _LEN.unpack(_recv_exact(conn, _LEN.size, deadline))
     if n > limit:
         raise LimitError("too_large", "max_request", f"a request of {n} bytes; at most {limit}")
-    data = _recv_exact(conn, n)
+    data = _recv_exact(conn, n, deadline)
     try:
         return json.loads(data)
     except (ValueError, RecursionError) as exc:
@@ -277,6 +283,8 @@ class WriterListener:
             self.announcement = _announce(self.directory, graph.name)
         except OSError as exc:
             self._sock.close()
+            with contextlib.suppress(OSError):
+                os.unlink(self.socket_path)
             raise StorageError(f"cannot write {self.directory / ANNOUNCEMENT}: {exc}") from None
         self._accepter = threading.Thread(
             target=self._accept_loop, name="claimgraph-writer", daemon=True
@@ -344,13 +352,14 @@ class WriterListener:
                 log_event("writer.refused", path=str(self.directory), why="another user")
                 return
             _send(conn, {"claimgraph": PROTOCOL, "graph": self.graph.name, "pid": os.getpid()})
-            try:
-                req = _recv(conn, self.max_request)
+            try:  # the whole request within the timeout, however slowly it trickles in
+                req = _recv(conn, self.max_request, time.monotonic() + self.timeout)
             except ClaimgraphError as exc:
                 _send(conn, _error(exc))
                 return
             except (EOFError, OSError):  # it went away or stalled: nothing to answer
                 return
+            conn.settimeout(self.timeout)  # for the answer: the client reads it as it comes
             try:
                 resp = self.dispatch(req)
             except Exception as exc:  # a bug of ours: the client says so, then it is raised
