@@ -79,23 +79,13 @@ def mcp(
         raise ConfigError("who is the agent? give --token (or --url and --token), or --agent")
     session = AgentSession(graph, ident, task=ident.default_task if task is None else task,
                            snapshot_id=snapshot)  # fmt: skip
-    listener = _listen(graph)
+    from claimgraph.service.local import listening
+
     try:
-        serve_stdio(session)
+        with listening(graph):  # as the directory's writer, it takes others' writes meanwhile
+            serve_stdio(session)
     finally:
-        try:
-            if listener is not None:
-                listener.close()
-        finally:
-            graph.close()
-
-
-def _listen(graph: Any) -> Any:
-    """As the directory's writer, take other processes' writes meanwhile (service.local)."""
-    from claimgraph.service.graph import Graph
-    from claimgraph.service.local import listen
-
-    return listen(graph) if isinstance(graph, Graph) else None
+        graph.close()
 
 
 def _open() -> Any:

@@ -267,7 +267,6 @@ def serve(
 
         graph = open_graph(ctx.data)
         runtime = f"embedded, {ctx.data}"
-    writer = _writer_socket(graph)
     token_path = tokens or ctx.data / "tokens.json"
     if not token_path.exists():
         if tokens is not None:
@@ -312,20 +311,13 @@ def serve(
     say(f"  MCP          {url}/mcp   (streamable HTTP, same tokens)")
     say(f"  tokens       {token_path}  (Authorization: Bearer TOKEN)")
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        from claimgraph.service.local import listening
+
+        with listening(graph):  # CLI writes from other processes, while serve holds the data
+            uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         stop.set()
-        if writer is not None:
-            writer.close()
         graph.close()
-
-
-def _writer_socket(graph: Any) -> Any:
-    """The embedded graph's socket for CLI writes while serve holds it (service.local)."""
-    from claimgraph.service.graph import Graph
-    from claimgraph.service.local import listen
-
-    return listen(graph) if isinstance(graph, Graph) else None
 
 
 def _mount_mcp(app: Any, graph: Any, token_file: Any, host: str) -> None:

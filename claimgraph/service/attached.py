@@ -50,6 +50,7 @@ from claimgraph.service.local import (
     WriterClient,
     WriterListener,
     listen,
+    listening,
     read_announcement,
 )
 from claimgraph.service.reads import GraphReads
@@ -401,17 +402,11 @@ def local_graph(
     """:func:`open_local` for the length of a block; as the writer, it listens for others'
     writes meanwhile (:class:`~claimgraph.service.local.WriterListener`)."""
     g = open_local(path, create=create, graph=graph, progress=progress)
-    listener = None
     try:
-        if isinstance(g, Graph):
-            listener = listen(g)
-        yield g
+        with listening(g):
+            yield g
     finally:
-        try:
-            if listener is not None:
-                listener.close()
-        finally:
-            g.close()
+        g.close()
 
 
 if TYPE_CHECKING:  # mypy checks that this graph implements the graph port

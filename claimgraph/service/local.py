@@ -66,6 +66,7 @@ __all__ = [
     "WriterClient",
     "WriterListener",
     "listen",
+    "listening",
     "read_announcement",
 ]
 
@@ -425,6 +426,18 @@ def listen(graph: Graph) -> WriterListener | None:
     except (StorageError, ConfigError) as exc:
         log_event("writer.no_socket", path=str(graph.path), error=str(exc))
         return None
+
+
+@contextlib.contextmanager
+def listening(graph: Any) -> Iterator[WriterListener | None]:
+    """:func:`listen` for the length of a block, if ``graph`` is an embedded graph this process
+    holds (anything else — a Kafka graph — has no socket: None)."""
+    listener = listen(graph) if isinstance(graph, Graph) else None
+    try:
+        yield listener
+    finally:
+        if listener is not None:
+            listener.close()
 
 
 def _jsonable(v: Any) -> bool:
