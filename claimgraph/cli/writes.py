@@ -28,9 +28,9 @@ from claimgraph.core.schema import fail_closed_warnings
 from claimgraph.errors import InputError, NotFoundError
 from claimgraph.service.attached import local_graph
 from claimgraph.service.bounded import INPUT_LIMITS, InputLimits
+from claimgraph.service.graph import Graph
 from claimgraph.service.inputs import now_millis, parse_command
 from claimgraph.service.jsonlines import line_record, read_lines
-from claimgraph.service.port import GraphPort
 from claimgraph.service.schemas import load_schema_file
 
 # -- set-up -----------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def submit(
             raise typer.Exit(1)
 
 
-def _submit_chunk(g: GraphPort, chunk: list[bytes]) -> int:
+def _submit_chunk(g: Graph, chunk: list[bytes]) -> int:
     rejected = 0
     for r in g.submit(chunk):
         emit(r.as_dict())
