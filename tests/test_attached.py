@@ -436,7 +436,7 @@ def test_a_killed_readers_scratch_is_swept_by_the_next_reader(tmp_path: Path) ->
         try:
             mine = until(
                 "the reader's scratch",
-                lambda: list((data / READERS).glob(f"{reader.pid}-*")),
+                lambda: list((data / READERS).glob(f"{reader.pid}@*")),
                 reader,
             )
         finally:

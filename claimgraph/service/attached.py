@@ -14,9 +14,9 @@ holds a data directory, another CLI process cannot open it as the embedded graph
   or the error, the command would have given locally. If the writer has gone and the
   directory is free, this process opens it and becomes the writer itself.
 
-A secondary needs a scratch directory of its own: ``DIR/.readers/PID-XXXX/``, removed on
-close; those of processes that died are removed by the next attach. (A reader that may not
-write the data directory uses the system's temporary directory.)
+A secondary needs a scratch directory of its own: ``DIR/.readers/PID@HOST.XXXX/``, removed
+on close; those of processes of this host that died are removed by the next attach. (A
+reader that may not write the data directory uses the system's temporary directory.)
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -87,11 +88,13 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _sweep(readers: Path) -> None:
-    """Remove the scratch directories of secondaries whose process is gone."""
+    """Remove the scratch directories of secondaries whose process is gone: ``PID@HOST.XXXX``
+    of this host only (a pid means nothing in another container sharing the directory)."""
+    here = socket.gethostname()
     with contextlib.suppress(OSError):
         for d in readers.iterdir():
-            pid, _, _ = d.name.partition("-")
-            if pid.isdigit() and not _pid_alive(int(pid)):
+            pid, _, rest = d.name.partition("@")
+            if pid.isdigit() and rest.rpartition(".")[0] == here and not _pid_alive(int(pid)):
                 shutil.rmtree(d, ignore_errors=True)
 
 
@@ -103,7 +106,7 @@ def _scratch(path: Path) -> Path:
     try:
         readers.mkdir(mode=0o700, exist_ok=True)
         _sweep(readers)
-        return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=readers))
+        return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}@{socket.gethostname()}.", dir=readers))
     except OSError:
         return Path(tempfile.mkdtemp(prefix=f"claimgraph-reader-{os.getpid()}-"))
 
@@ -223,9 +226,11 @@ class AttachedGraph(TickerWrites, GraphReads, RunsMixin):
             return self._client
         while True:
             ann = read_announcement(self.path)
-            if ann is not None and ann.alive():
-                self._client = WriterClient(self.path, ann, self.name)
-                return self._client
+            if ann is not None:  # whoever answers on the socket, whatever its pid says
+                client = WriterClient(self.path, ann, self.name)
+                if client.ping():
+                    self._client = client
+                    return client
             try:
                 g = open_graph(self.path)
             except StorageError as exc:

@@ -8,7 +8,8 @@ socket, which the writer announces in the data directory::
 
     DIR/writer.sock   the socket, mode 0600 (only its owner may connect; the peer's uid is
                       checked as well)
-    DIR/writer.json   {"pid", "socket", "started", "graph", "protocol"}; removed on exit
+    DIR/writer.json   {"pid", "socket", "started", "graph", "protocol", "host"}; removed on
+                      exit
 
 Protocol, one request per connection: every message is a frame, a u32 big-endian length and
 that many bytes of JSON. The writer speaks first (a greeting: protocol, graph, pid); only then
@@ -213,9 +214,13 @@ class Announcement:
     started: int
     graph: str
     protocol: int
+    host: str = ""  # the writer's host name: its pid means nothing in another pid namespace
 
     def alive(self) -> bool:
-        """Whether the announced process still exists (a dead one left a stale file)."""
+        """Whether the announced process still exists (a dead one left a stale file); True
+        when that cannot be told from here (a writer in another container or host)."""
+        if self.host and self.host != socket.gethostname():
+            return True
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:
@@ -235,14 +240,20 @@ def read_announcement(directory: Path) -> Announcement | None:
             int(doc["started"]),
             str(doc["graph"]),
             int(doc["protocol"]),
+            str(doc.get("host", "")),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
 def _announce(directory: Path, graph: str) -> Announcement:
     ann = Announcement(
-        os.getpid(), str((directory / SOCKET).resolve()), time.time_ns() // 10**6, graph, PROTOCOL
+        os.getpid(),
+        str((directory / SOCKET).resolve()),
+        time.time_ns() // 10**6,
+        graph,
+        PROTOCOL,
+        socket.gethostname(),
     )
     doc = {k: getattr(ann, k) for k in Announcement.__slots__}
     tmp = directory / f".{ANNOUNCEMENT}.{os.getpid()}.tmp"
@@ -484,6 +495,19 @@ class WriterClient:
     @property
     def who(self) -> str:
         return f"the writer of {self.directory} (pid {self.announcement.pid})"
+
+    def ping(self) -> bool:
+        """Whether a writer greets on the socket now (it is asked nothing)."""
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with _dirfd(self.directory) as fd:
+                conn.connect(_address(self.directory, SOCKET, fd))
+            hello = _recv(conn, MAX_GREETING)
+        except (OSError, EOFError, ClaimgraphError):
+            return False
+        finally:
+            conn.close()
+        return isinstance(hello, dict) and hello.get("graph") == self.graph
 
     def request(self, op: str, **args: Any) -> dict[str, Any] | None:
         """One request; its answer, or None if the writer was not there to greet (it is
