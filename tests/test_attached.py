@@ -173,6 +173,21 @@ def test_cli_reads_and_writes_while_serve_runs(
     assert pin["version"] == 6
     assert "horizon v5; 1 live pin(s)" in ok(data, "pin", "list")
 
+    # several writers at once: each gets its own decision, at its own version
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "claimgraph", "--data", str(data), "assert",
+             "service_owns_database", f"service:s{i}", f"database:d{i}", "--agent",
+             "inventory-agent", "--task", "reconcile-service-topology", "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+        )
+        for i in range(4)
+    ]  # fmt: skip
+    raced = [json.loads(p.communicate(timeout=300)[0]) for p in racers]
+    assert all(p.returncode == 0 for p in racers)
+    assert sorted(r["version"] for r in raced) == [7, 8, 9, 10]
+    assert {r["kind"] for r in raced} == {"accepted"}
+
     # what replaces serve's stores needs serve stopped, and says so
     for args in (["rebuild"], ["checkpoint", "restore"]):
         refused = cli(data, *args)
@@ -185,7 +200,7 @@ def test_cli_reads_and_writes_while_serve_runs(
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
     assert not (data / SOCKET).exists() and not (data / ANNOUNCEMENT).exists()
-    assert ok(data, "head").strip() == "platform: head v6"  # the CLI is the writer again
+    assert ok(data, "head").strip() == "platform: head v10"  # the CLI is the writer again
 
 
 # -- two CLI processes: a read and a write during a 30,000-line submit ---------------------------
