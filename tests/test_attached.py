@@ -31,9 +31,9 @@ from claimgraph.service.local import (
     MAX_RECORDS,
     MAX_REQUEST,
     SOCKET,
-    WriterListener,
     read_announcement,
 )
+from claimgraph.service.local_writer import WriterListener
 from tests.conftest import ROOT, SCHEMA
 from tests.test_review_page import _free_port
 

@@ -69,7 +69,7 @@ def _attached(tmp_path: Path) -> Iterator[AsAgent]:
     """The CLI's view of a directory another writer holds: reads from RocksDB secondaries,
     writes over the writer's real unix socket (here the writer listens in this process)."""
     from claimgraph.service.attached import AttachedGraph
-    from claimgraph.service.local import WriterListener
+    from claimgraph.service.local_writer import WriterListener
 
     g = claimgraph.open(tmp_path / "g", create=True, graph="test")
     listener = WriterListener(g)

@@ -79,7 +79,7 @@ def mcp(
         raise ConfigError("who is the agent? give --token (or --url and --token), or --agent")
     session = AgentSession(graph, ident, task=ident.default_task if task is None else task,
                            snapshot_id=snapshot)  # fmt: skip
-    from claimgraph.service.local import listening
+    from claimgraph.service.local_writer import listening
 
     try:
         with listening(graph):  # as the directory's writer, it takes others' writes meanwhile

@@ -311,7 +311,7 @@ def serve(
     say(f"  MCP          {url}/mcp   (streamable HTTP, same tokens)")
     say(f"  tokens       {token_path}  (Authorization: Bearer TOKEN)")
     try:
-        from claimgraph.service.local import listening
+        from claimgraph.service.local_writer import listening
 
         with listening(graph):  # CLI writes from other processes, while serve holds the data
             uvicorn.run(app, host=host, port=port, log_level="warning")

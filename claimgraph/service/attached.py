@@ -49,11 +49,9 @@ from claimgraph.service.local import (
     SOCKET,
     Announcement,
     WriterClient,
-    WriterListener,
-    listen,
-    listening,
     read_announcement,
 )
+from claimgraph.service.local_writer import WriterListener, listen, listening
 from claimgraph.service.reads import GraphReads
 from claimgraph.service.runs import RunsMixin
 from claimgraph.service.traces import decode_events, encode_events
