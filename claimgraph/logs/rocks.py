@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from rocksdict import (
-    AccessType,
     DbClosedError,
     DBRecoveryMode,
     Options,
@@ -40,7 +39,6 @@ from rocksdict import (
 from claimgraph.errors import ClaimgraphError, CorruptionError, DiskFullError, StorageError
 
 __all__ = [
-    "LOCKED",
     "PREFIX",
     "SALVAGE",
     "STRICT",
@@ -69,12 +67,12 @@ PREFIX = "prefix"
 SALVAGE = "salvage"
 
 # How a StorageError says that another process holds a database (RocksDB allows one writer).
-LOCKED = "in use by another claimgraph process (RocksDB lock held)"
+_LOCKED = "in use by another claimgraph process (RocksDB lock held)"
 
 
 def is_locked(exc: BaseException) -> bool:
     """Whether ``exc`` is the StorageError of a database another process holds."""
-    return isinstance(exc, StorageError) and LOCKED in str(exc)
+    return isinstance(exc, StorageError) and _LOCKED in str(exc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +111,7 @@ def failure(
             place.path,
         )
     if "lock" in msg.lower():
-        return StorageError(f"{place.path}: it is {LOCKED}")
+        return StorageError(f"{place.path}: it is {_LOCKED}")
     return StorageError(f"{place.path}: {msg} (while {doing})")
 
 
@@ -250,6 +248,8 @@ def open_rdict(
         if secondary is None:
             db = Rdict(str(path), opts)
         else:
+            from rocksdict import AccessType
+
             # keep the files the primary compacts away readable until the next catch-up
             opts.set_max_open_files(-1)
             db = Rdict(str(path), opts, access_type=AccessType.secondary(str(secondary)))
@@ -268,7 +268,7 @@ def open_rdict(
                 str(path),
             ) from None
         if "lock" in msg.lower():
-            raise StorageError(f"{path} is {LOCKED}") from None
+            raise StorageError(f"{path} is {_LOCKED}") from None
         err = failure(exc, place, "opening it")
         if isinstance(err, DiskFullError):
             raise err from None
