@@ -26,6 +26,7 @@ from claimgraph.logs.rocks import (
     named,
     open_or_stand_in,
     open_rdict,
+    open_secondary,
     valid,
     write,
 )
@@ -142,7 +143,10 @@ class EmbeddedLogStore:
         self._wal = wal
         # secondary: read-only, in a process other than the writer's (see catch_up)
         self.secondary = secondary
-        self.db = open_rdict(path, create=create, wal=wal, remedy=self._remedy, secondary=secondary)
+        if secondary is None:
+            self.db = open_rdict(path, create=create, wal=wal, remedy=self._remedy)
+        else:
+            self.db = open_secondary(path, secondary, remedy=self._remedy)
         self._sync = WriteOptions()
         self._sync.sync = True
         self.failed = False  # a write failed: reopen before the next one (see reopen)

@@ -51,6 +51,7 @@ __all__ = [
     "named",
     "open_or_stand_in",
     "open_rdict",
+    "open_secondary",
     "rocksdb_errors",
     "valid",
     "write",
@@ -223,20 +224,8 @@ def _mode(wal: str) -> Any:
     raise ValueError(f"unknown WAL recovery mode {wal!r}")
 
 
-def open_rdict(
-    path: Path,
-    *,
-    create: bool,
-    wal: str = PREFIX,
-    remedy: str = "",
-    secondary: Path | None = None,
-) -> Rdict:
-    """Open a raw-mode RocksDB with checksums verified; name every failure (see the module).
-
-    With ``secondary`` (a scratch directory of this process), the database is opened as a
-    read-only *secondary* instance that another process may be writing: it sees what the
-    primary wrote up to its last ``try_catch_up_with_primary()`` and takes no lock.
-    """
+def open_rdict(path: Path, *, create: bool, wal: str = PREFIX, remedy: str = "") -> Rdict:
+    """Open a raw-mode RocksDB with checksums verified; name every failure (see the module)."""
     opts = Options(raw_mode=True)
     opts.create_if_missing(create)
     opts.set_max_background_jobs(2)
@@ -245,14 +234,7 @@ def open_rdict(
     opts.set_wal_recovery_mode(_mode(wal))
     place = Place(str(path), remedy)
     try:
-        if secondary is None:
-            db = Rdict(str(path), opts)
-        else:
-            from rocksdict import AccessType
-
-            # keep the files the primary compacts away readable until the next catch-up
-            opts.set_max_open_files(-1)
-            db = Rdict(str(path), opts, access_type=AccessType.secondary(str(secondary)))
+        db = Rdict(str(path), opts)
     except Exception as exc:
         if type(exc) is not Exception:
             raise  # not RocksDB's (rocksdict raises the bare Exception): a bug of ours
@@ -268,11 +250,39 @@ def open_rdict(
                 str(path),
             ) from None
         if "lock" in msg.lower():
-            raise StorageError(f"{path} is {_LOCKED}") from None
+            raise StorageError(
+                f"{path} is in use by another claimgraph process (RocksDB lock held)"
+            ) from None
         err = failure(exc, place, "opening it")
         if isinstance(err, DiskFullError):
             raise err from None
         raise StorageError(f"cannot open {path}: {msg}") from None
+    ro = ReadOptions()
+    ro.set_verify_checksums(True)
+    db.set_read_options(ro)
+    return db
+
+
+def open_secondary(path: Path, secondary: Path, *, remedy: str = "") -> Rdict:
+    """Open a database another process writes as a read-only *secondary* instance.
+
+    ``secondary`` is a scratch directory of this process. The instance takes no lock and sees
+    what the primary wrote up to its last ``try_catch_up_with_primary()`` (whole write
+    batches only); checksums are verified as by :func:`open_rdict`, failures named alike.
+    """
+    from rocksdict import AccessType
+
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(False)
+    opts.set_paranoid_checks(True)
+    opts.set_max_open_files(-1)  # files the primary compacts away stay readable until caught up
+    place = Place(str(path), remedy)
+    try:
+        db = Rdict(str(path), opts, access_type=AccessType.secondary(str(secondary)))
+    except Exception as exc:
+        if type(exc) is not Exception:
+            raise  # not RocksDB's (rocksdict raises the bare Exception): a bug of ours
+        raise failure(exc, place, "opening it as a secondary") from None
     ro = ReadOptions()
     ro.set_verify_checksums(True)
     db.set_read_options(ro)

@@ -23,6 +23,7 @@ from claimgraph.logs.rocks import (
     get,
     open_or_stand_in,
     open_rdict,
+    open_secondary,
     valid,
     write,
 )
@@ -92,9 +93,11 @@ class ProjectionStore:
         self.place = Place(str(path), self._remedy)
         # PREFIX: a damaged or cut-short WAL keeps its consistent prefix (rows and applied
         # offset travel in the same batches) and the lost tail is re-projected from the log
-        # secondary: opened read-only beside the process that writes it (open_rdict)
-        self.db: Rdict = open_rdict(
-            path, create=create, wal=PREFIX, remedy=self._remedy, secondary=secondary
+        # secondary: opened read-only beside the process that writes it (open_secondary)
+        self.db: Rdict = (
+            open_rdict(path, create=create, wal=PREFIX, remedy=self._remedy)
+            if secondary is None
+            else open_secondary(path, secondary, remedy=self._remedy)
         )
         self._wo = WriteOptions()
         self._wo.sync = False  # the logs are the durable truth; a lost tail is re-projected

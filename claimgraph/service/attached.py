@@ -36,7 +36,7 @@ from claimgraph.core.model import Command, Decision, Progress
 from claimgraph.core.wire import encode_command
 from claimgraph.errors import ConfigError, StorageError, VersionNotYetAvailable
 from claimgraph.logs.embedded import EmbeddedLogStore
-from claimgraph.logs.rocks import PREFIX, is_locked, named
+from claimgraph.logs.rocks import is_locked, named
 from claimgraph.projections.checkpoints import CheckpointInfo
 from claimgraph.projections.pins import Pin
 from claimgraph.projections.projector import ProjectionStore
@@ -128,7 +128,7 @@ class AttachedGraph(TickerWrites, GraphReads, RunsMixin):
             projection = ProjectionStore(
                 path / "projection", secondary=self._scratch / "projection"
             )
-            logs = EmbeddedLogStore(path / "log", wal=PREFIX, secondary=self._scratch / "log")
+            logs = EmbeddedLogStore(path / "log", secondary=self._scratch / "log")
         except BaseException:
             if projection is not None:
                 projection.close()
