@@ -222,13 +222,13 @@ def test_reads_and_writes_answer_during_a_long_submit(tmp_path: Path) -> None:
     _graph(data)
     out = (tmp_path / "decisions.jsonl").open("wb")
     submit = subprocess.Popen(
-        [sys.executable, "-m", "claimgraph", "--data", str(data), "submit", "-"],
+        [sys.executable, "-m", "claimgraph", "--data", str(data), "submit", "-", "--batch", "1000"],
         stdin=subprocess.PIPE, stdout=out, stderr=subprocess.PIPE, env=ENV,
     )  # fmt: skip
     assert submit.stdin is not None
     try:
         submit.stdin.write(b"".join(_line(i) for i in range(15_000)))
-        submit.stdin.flush()  # the submit holds the directory until its stdin ends
+        submit.stdin.flush()  # 15 whole batches; the submit holds the directory until EOF
         with claimgraph.open_replica(data) as replica:  # the head, seen through a secondary
             until("the submit decided 15,000 lines", lambda: replica.head() >= 15_000, submit)
         assert read_announcement(data) is not None
