@@ -473,3 +473,20 @@ def test_a_directory_that_cannot_hold_the_socket_still_works(tmp_path: Path) -> 
     r = cli(data, "grant", "dba-agent", "*", "--agent", "platform-admin")
     assert r.returncode == 0 and r.stdout.startswith("v1 ACCEPTED granted")
     assert '"event": "writer.no_socket"' in r.stderr and "cannot listen on" in r.stderr
+
+
+def test_long_submits_are_split_into_requests_within_the_bounds() -> None:
+    """A client splits records into requests of at most MAX_RECORDS records and the byte
+    bound (base64 and JSON included), in order; a record no request can carry is refused."""
+    from claimgraph.errors import LimitError
+    from claimgraph.service.local import batches
+
+    records = [bytes([i % 256]) * 300 for i in range(25_000)]
+    split = list(batches(records))
+    assert [len(b) for b in split] == [10_000, 10_000, 5_000]
+    assert [r for b in split for r in b] == records
+    small = list(batches(records[:100], max_request=10_000))
+    assert all(sum(4 * (len(r) + 2) // 3 + 4 for r in b) + 64 <= 10_000 for b in small)
+    assert [r for b in small for r in b] == records[:100] and len(small) > 1
+    with pytest.raises(LimitError, match="a record of 9000 bytes"):
+        list(batches([b"x" * 9000], max_request=10_000))

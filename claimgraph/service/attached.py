@@ -28,9 +28,9 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from claimgraph.core.model import Command, Decision, Progress
 from claimgraph.core.wire import encode_command
@@ -49,6 +49,7 @@ from claimgraph.service.local import (
     SOCKET,
     Announcement,
     WriterClient,
+    batches,
     read_announcement,
 )
 from claimgraph.service.local_writer import WriterListener, listen, listening
@@ -59,6 +60,8 @@ from claimgraph.streams.embedded import GOVERNOR_POSITION
 
 if TYPE_CHECKING:
     from claimgraph.service.port import GraphPort
+
+_T = TypeVar("_T")
 
 __all__ = ["READERS", "WRITER_WAIT", "AttachedGraph", "local_graph", "open_local"]
 
@@ -255,40 +258,36 @@ class AttachedGraph(TickerWrites, GraphReads, RunsMixin):
             "through that process (e.g. its HTTP API) or once it has stopped"
         )
 
-    def _remote(self, op: str, payload: Sequence[bytes]) -> list[Receipt]:
-        """One request of ``op`` to the writer, looked for again while it is not there."""
+    def _via_writer(
+        self, here: Callable[[Graph], _T], there: Callable[[WriterClient], _T | None]
+    ) -> _T:
+        """``there(writer)`` — or ``here(graph)`` once this process is the writer — looking for
+        the writer again while it is not there to greet (it sent nothing then)."""
         deadline = time.monotonic() + self.writer_wait
         with self._write_lock:
             while True:
                 w = self._writer(deadline)
                 if isinstance(w, Graph):
-                    if op == "submit":
-                        return w.submit(payload)
-                    w.append_run_events(decode_events(payload))
-                    return []
-                if op == "submit":
-                    receipts = w.submit(payload)
-                    if receipts is not None:
-                        return receipts
-                elif w.append_runs(payload):
-                    return []
-                # it stopped before reading anything: look for the next writer
+                    return here(w)
+                done = there(w)
+                if done is not None:
+                    return done
                 self._client = None
                 if time.monotonic() >= deadline:
                     raise StorageError(self._no_writer(w.announcement))
                 time.sleep(0.05)
-
-    def _batches(self, records: Sequence[bytes]) -> Iterator[list[bytes]]:
-        return WriterClient(self.path, _NOBODY, self.name).batches(records)
 
     def submit(self, commands: Sequence[Command | bytes]) -> list[Receipt]:
         """Send commands to the writer; one receipt per command, in order (read-your-writes:
         the versions are applied by the time this returns, and the next read catches up)."""
         values = [c if isinstance(c, bytes | bytearray) else encode_command(c) for c in commands]
         out: list[Receipt] = []
-        for batch in self._batches([bytes(v) for v in values]):
-            out += self._remote("submit", batch)
+        for batch in batches([bytes(v) for v in values]):
+            out += self._submit_batch(batch)
         return out
+
+    def _submit_batch(self, batch: list[bytes]) -> list[Receipt]:
+        return self._via_writer(lambda g: g.submit(batch), lambda c: c.submit(batch))
 
     def _one(self, command: Command) -> Receipt:
         return self.submit([command])[0]
@@ -298,23 +297,23 @@ class AttachedGraph(TickerWrites, GraphReads, RunsMixin):
 
     def append_run_events(self, events: Sequence[dict[str, Any]]) -> None:
         """Append trace events to the runs log, through the writer."""
-        for batch in self._batches(encode_events(events)):
-            self._remote("runs", batch)
+        for batch in batches(encode_events(events)):
+            self._runs_batch(batch)
+
+    def _runs_batch(self, batch: list[bytes]) -> None:
+        def here(g: Graph) -> bool:
+            g.append_run_events(decode_events(batch))
+            return True
+
+        def there(c: WriterClient) -> bool | None:
+            return True if c.append_runs(batch) else None
+
+        self._via_writer(here, there)
 
     def _admin(self, op: str, **args: Any) -> dict[str, Any]:
-        deadline = time.monotonic() + self.writer_wait
-        with self._write_lock:
-            while True:
-                w = self._writer(deadline)
-                if isinstance(w, Graph):
-                    return _admin_locally(w, op, **args)
-                resp = w.request(op, **args)
-                if resp is not None:
-                    return resp
-                self._client = None
-                if time.monotonic() >= deadline:
-                    raise StorageError(self._no_writer(w.announcement))
-                time.sleep(0.05)
+        return self._via_writer(
+            lambda g: _admin_locally(g, op, **args), lambda c: c.request(op, **args)
+        )
 
     def gc(
         self, *, horizon: int | None = None, keep: int | None = None, keep_age_ms: int | None = None
@@ -355,9 +354,6 @@ class AttachedGraph(TickerWrites, GraphReads, RunsMixin):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-_NOBODY = Announcement(0, "", 0, "", 0)  # for WriterClient.batches, which sends nothing
 
 
 def _admin_locally(g: Graph, op: str, **args: Any) -> dict[str, Any]:

@@ -64,6 +64,7 @@ __all__ = [
     "WriterClient",
     "address",
     "b64",
+    "batches",
     "dirfd",
     "read_announcement",
     "recv_frame",
@@ -215,6 +216,26 @@ def _raise(error: Any, writer: str) -> None:
     raise exc
 
 
+def batches(records: Sequence[bytes], max_request: int = MAX_REQUEST) -> Iterator[list[bytes]]:
+    """``records`` in requests of at most ``max_request`` bytes (base64 and JSON included)
+    and :data:`MAX_RECORDS` records; LimitError for a record no request can carry."""
+    batch: list[bytes] = []
+    size = 64
+    for r in records:
+        n = 4 * (len(r) + 2) // 3 + 4
+        if n + 64 > max_request:
+            raise LimitError(
+                "too_large", "max_request", f"a record of {len(r)} bytes; at most {max_request}"
+            )
+        if batch and (size + n > max_request or len(batch) >= MAX_RECORDS):
+            yield batch
+            batch, size = [], 64
+        batch.append(r)
+        size += n
+    if batch:
+        yield batch
+
+
 # -- the client's side ------------------------------------------------------------------------
 
 
@@ -225,7 +246,6 @@ class WriterClient:
         self.directory = directory
         self.announcement = announcement
         self.graph = graph
-        self.max_request = MAX_REQUEST
 
     @property
     def who(self) -> str:
@@ -277,28 +297,8 @@ class WriterClient:
             _raise(resp.get("error"), self.who)
         return resp
 
-    def batches(self, records: Sequence[bytes]) -> Iterator[list[bytes]]:
-        """``records`` in requests that fit :data:`MAX_REQUEST` (base64 and JSON included)."""
-        batch: list[bytes] = []
-        size = 64
-        for r in records:
-            n = 4 * (len(r) + 2) // 3 + 4
-            if n + 64 > self.max_request:
-                raise LimitError(
-                    "too_large",
-                    "max_request",
-                    f"a record of {len(r)} bytes cannot be sent to {self.who}",
-                )
-            if batch and (size + n > self.max_request or len(batch) >= MAX_RECORDS):
-                yield batch
-                batch, size = [], 64
-            batch.append(r)
-            size += n
-        if batch:
-            yield batch
-
     def submit(self, records: Sequence[bytes]) -> list[Receipt] | None:
-        """Records (one request: see :meth:`batches`) the writer decides; their receipts
+        """Records (one request: see :func:`batches`) the writer decides; their receipts
         (None: the writer was not there, see :meth:`request`)."""
         resp = self.request("submit", records=[b64(r) for r in records])
         if resp is None:
