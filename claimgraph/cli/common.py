@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from claimgraph.errors import ConfigError, InputError
-from claimgraph.service.graph import DEFAULT_GRAPH, Receipt, open_graph
+from claimgraph.service.attached import local_graph
+from claimgraph.service.graph import DEFAULT_GRAPH, Receipt
 from claimgraph.service.inputs import to_millis
 
 if TYPE_CHECKING:
@@ -131,6 +132,7 @@ def _root(
 
 @contextmanager
 def graph_session(progress_label: str | None = None) -> Iterator[Any]:
+    """The graph the global options name, for the length of a command."""
     if CTX.bootstrap:
         from claimgraph.service.kafka_graph import KafkaGraph
 
@@ -141,15 +143,14 @@ def graph_session(progress_label: str | None = None) -> Iterator[Any]:
         finally:
             kg.close()
         return
+    # Embedded: as the directory's writer if it is free (listening for other processes'
+    # writes meanwhile), else attached to the process that holds it (service.attached).
     if progress_label:
-        with progress(progress_label) as cb:
-            g = open_graph(CTX.data, progress=cb)
+        with progress(progress_label) as cb, local_graph(CTX.data, progress=cb) as g:
+            yield g
     else:
-        g = open_graph(CTX.data)
-    try:
-        yield g
-    finally:
-        g.close()
+        with local_graph(CTX.data) as g:
+            yield g
 
 
 @contextmanager

@@ -324,7 +324,10 @@ def serve(
     say(f"  tokens       {token_path}  (Authorization: Bearer TOKEN)")
     say(f"  duties       {duties.describe()}")
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        from claimgraph.service.local_writer import listening
+
+        with listening(graph):  # CLI writes from other processes, while serve holds the data
+            uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         duties.close()
         graph.close()
