@@ -92,6 +92,7 @@ def key_of(cursor: str | None) -> str | None:
     if not cursor:
         return None
     try:
-        return base64.urlsafe_b64decode(cursor.encode("ascii")).decode("utf-8")
+        raw = base64.b64decode(cursor.encode("ascii"), altchars=b"-_", validate=True)
+        return raw.decode("utf-8")
     except (ValueError, UnicodeError):
         raise InputError("cursor: not a cursor this API returned") from None

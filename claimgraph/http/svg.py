@@ -109,7 +109,8 @@ def neighborhood_svg(
                 f'<line x1="{_f(start[0])}" y1="{_f(start[1])}" x2="{_f(end[0])}" '
                 f'y2="{_f(end[1])}" stroke="{COLOURS[state]}" stroke-width="2"{dash} '
                 f'marker-end="url(#arrow-{state})"/>'
-                f'<text x="{_f((a[0] + b[0]) / 2 + ox)}" y="{_f((a[1] + b[1]) / 2 + oy - 3)}" '
+                f'<text x="{_f(a[0] + (b[0] - a[0]) * 0.7 + ox)}" '
+                f'y="{_f(a[1] + (b[1] - a[1]) * 0.7 + oy - 3)}" '
                 f'font-size="11" fill="{COLOURS[state]}" text-anchor="middle">'
                 f"{_esc(_short(e.edge_type, 24))}</text></g>"
             )
