@@ -290,3 +290,32 @@ def test_schema_published_later_prints_how_to_add_tokens(tmp_path: Path) -> None
         s.wait_line(lambda x: "schema revision 1 is in force" in x, mark)
         hint = s.wait_line(lambda x: "sre-oncall" in x, mark)
         assert "token add sre-oncall --role resolver" in hint
+
+
+def test_schema_principals_and_role_mismatches() -> None:
+    """The shipped schemas' concrete principals get tokens; patterns are listed; a token whose
+    role the schema does not grant (the old 'reviewer') is named with its consequence."""
+    from claimgraph.core.schema import parse_schema
+    from claimgraph.http.auth import Principal
+    from claimgraph.http.tokens import role_mismatches, schema_principals
+
+    inv = parse_schema((ROOT / "schemas/graphs/inventory.yaml").read_text(), "inventory.yaml")
+    named, patterns = schema_principals(inv)
+    assert named == [
+        {"agent": "platform-admin", "roles": ["admin"]},
+        {"agent": "sre-oncall", "roles": ["resolver"]},
+    ]
+    assert patterns == ["principals.resolvers 'human:*'"]
+    pay = parse_schema((ROOT / "schemas/graphs/refunds.yaml").read_text(), "refunds.yaml")
+    assert schema_principals(pay) == (
+        [{"agent": "payments-admin", "roles": ["admin"]},
+         {"agent": "resolver-bot", "roles": ["resolver"]}],
+        ["principals.humans 'human:*'"],
+    )  # fmt: skip
+    old = [Principal("admin", roles=frozenset({"admin"})),
+           Principal("reviewer", roles=frozenset({"resolver"})),
+           Principal("human:ann", roles=frozenset({"resolver"}))]  # fmt: skip
+    lines = role_mismatches(pay, old)
+    assert len(lines) == 2
+    assert "'admin'" in lines[0] and "not_admin" in lines[0]
+    assert "'reviewer'" in lines[1] and "not_resolver" in lines[1]

@@ -282,7 +282,12 @@ def serve(
     _mount_mcp(app, graph, token_file, host)
     stop = threading.Event()
     watch_schema(graph, token_file, stop)  # a schema published later: say which tokens to add
-    signal.signal(signal.SIGHUP, lambda *_: token_file.reload())
+    # SIGHUP re-reads the tokens; on a thread of its own: the handler may interrupt a reload
+    # that holds the file's lock on this (the main) thread
+    signal.signal(
+        signal.SIGHUP,
+        lambda *_: threading.Thread(target=token_file.reload, name="claimgraph-sighup").start(),
+    )
 
     def ticker() -> None:
         graph.signer = signer
