@@ -319,3 +319,17 @@ def test_schema_principals_and_role_mismatches() -> None:
     assert len(lines) == 2
     assert "'admin'" in lines[0] and "not_admin" in lines[0]
     assert "'reviewer'" in lines[1] and "not_resolver" in lines[1]
+
+
+def test_old_file_that_cannot_be_rewritten_is_still_served(tmp_path: Path) -> None:
+    """Where the old file cannot be rewritten (here its lock is blocked: a directory stands
+    where the lock file goes, as a read-only mount would refuse it), it is still read, and
+    the server says so."""
+    path = tmp_path / "tokens.json"
+    path.write_text("# old\n" + json.dumps({"tokens": [{"agent": "ops", "token": "t-ops"}]}))
+    (tmp_path / ".tokens.json.lock").mkdir()
+    lines: list[str] = []
+    wf = WatchedTokenFile(path, report=lines.append)
+    assert wf.principal("t-ops") is not None
+    assert any("could not rewrite" in line for line in lines), lines
+    assert path.read_text().startswith("# old")

@@ -71,9 +71,16 @@ class WatchedTokenFile(TokenFile):
             self._migrate()
 
     def _migrate(self) -> None:
-        with _locked(self.path):
-            write_token_file(self.path, self.entries)
-            self._stamp = _stamp(self.path)
+        try:
+            with _locked(self.path):
+                write_token_file(self.path, self.entries)
+                self._stamp = _stamp(self.path)
+        except OSError as exc:  # e.g. a read-only mount: go on reading it as it is
+            self._report(
+                f"{self.path} begins with '#' comments (not JSON); could not rewrite it: "
+                f"{exc.strerror}"
+            )
+            return
         self._report(f"rewrote {self.path} as plain JSON (it began with '#' comments)")
 
     def principal(self, token: str | None) -> Principal | None:
