@@ -117,6 +117,7 @@ def test_resolve_a_conflict_in_the_review_page(served: tuple[str, Graph]) -> Non
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             errors: list[Any] = []
             page.on("pageerror", lambda e: errors.append(e))
+            page.add_init_script(CSP_WATCH)
             page.goto(f"{url}/review/review/conflicts/{cid}")  # where escalations link
             expect(page.get_by_test_id("message")).to_contain_text("bearer token")
             page.fill("#token", TOKENS["reviewer"])
@@ -157,8 +158,15 @@ def test_resolve_a_conflict_in_the_review_page(served: tuple[str, Graph]) -> Non
             expect(state).to_contain_text("unknown")
             page.get_by_test_id("edge-owns-checkout-orders").click()
             expect(page.get_by_test_id("history")).to_contain_text("quarantined")
+            svg = page.get_by_test_id("neighbourhood-svg")
+            expect(svg).to_be_visible()  # the edge's subject, drawn at the slider's version
+            expect(page.get_by_test_id("nb-title")).to_have_text(
+                f"of service:checkout at v{before}"
+            )
+            expect(svg.locator("g.edge-unknown")).to_have_count(1)
             page.screenshot(path=str(ARTIFACTS / "review-3-history.png"), full_page=True)
             assert not errors, errors
+            assert page.evaluate("window.__csp") == []
         finally:
             browser.close()
     d = g.decisions(before + 1, 1)[0][1]

@@ -246,6 +246,9 @@ def test_generated_resolver_token_resolves_with_each_shipped_schema(
         assert added.returncode == 0, added.stderr
         alice = added.stdout.strip().splitlines()[-1]
         assert alice not in (data / "tokens.json").read_text()
+        listed = _cli("--data", str(data), "token", "list").stdout
+        assert "human:alice  tasks *  roles resolver" in listed
+        assert case["resolver"] in listed and alice not in listed
         # the person may pick the approving claim (a fail-closed domain needs a human for it)
         members = httpx.get(
             f"{s.url}/v1/conflicts/{conflict2}",
