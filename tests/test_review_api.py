@@ -144,6 +144,9 @@ def test_quarantine_pages_and_search(app_graph: tuple[httpx.Client, Graph]) -> N
         next(x for x in g.quarantine() if "db11" in str(x["slots"]))["slots"]
     ]
     assert not hit["truncated"]
+    by_task = [x for p in _walk(c, "/v1/quarantine", "conflicts", q="AUDIT-1") for x in p]
+    assert len(by_task) == N_CONFLICTS  # the dba's task, found through the claims
+    assert c.get("/v1/quarantine", params={"q": "tracer"}, headers=AUTH).json()["conflicts"] == []
     old = c.get("/v1/quarantine", headers=AUTH).json()  # no paging asked: every conflict
     assert len(old["conflicts"]) == N_CONFLICTS and "next_cursor" not in old
 

@@ -175,8 +175,8 @@ def router(ctx: Context) -> APIRouter:
         """Conflicts withheld from the readable graph, each with its claims' full evidence.
 
         All of them; or, with ``limit``, ``cursor`` or ``q``, one page of at most ``limit``
-        (default 20) matching ``q`` (id, edge type, slot nodes, claim ids): ``next_cursor``
-        is set, and ``truncated`` true, whenever more may follow."""
+        (default 20) matching ``q`` (id, edge type, slot nodes, claim ids, writers):
+        ``next_cursor`` is set, and ``truncated`` true, whenever more may follow."""
         p = ctx.principal(request)
         v = await at_of(p, at, timeout)
         if limit is None and cursor is None and not q:

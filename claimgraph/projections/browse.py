@@ -9,7 +9,8 @@ A short or empty page with ``after`` set is therefore never the whole answer.
 
 Search (``q``) is a case-insensitive substring over what a reviewer sees of an entity: an
 edge's ``type subject_type:subject_id object_type:object_id``; a conflict's id, edge type,
-slots (``edge_type direction type:id``) and claim ids.
+slots (``edge_type direction type:id``), claim ids, and the agent and task of its first
+:data:`CLAIMS_SEARCHED` claims.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from claimgraph.core.state import SEP
 from claimgraph.projections.reader import EdgeView, ProjectionReader
 from claimgraph.projections.rows import CONFLICT, EDGE, loads
 
-__all__ = ["BUDGET", "Page", "conflicts_page", "edges_page"]
+__all__ = ["BUDGET", "CLAIMS_SEARCHED", "CONFLICT_BUDGET", "Page", "conflicts_page", "edges_page"]
 
 T = TypeVar("T")
 
 BUDGET = 20_000  # entities one page request may read, matching or not
+CONFLICT_BUDGET = 5_000  # conflicts: a search also reads their claims' writers
+CLAIMS_SEARCHED = 16  # claims per conflict whose agent and task a search looks at
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +101,7 @@ def conflicts_page(
     q: str = "",
     limit: int = 20,
     include_closed: bool = False,
-    budget: int = BUDGET,
+    budget: int = CONFLICT_BUDGET,
 ) -> Page[dict[str, Any]]:
     """Open conflicts (and closed ones with ``include_closed``) as of ``at`` after the
     conflict id ``after``, matching ``q``."""
@@ -112,10 +115,20 @@ def conflicts_page(
         members = row.get("members", [])
         return " ".join([row["conflict_id"], row["edge_type"], *slots, *members]).lower()
 
+    def writers(row: dict[str, Any]) -> str:
+        out = []
+        for cid in row.get("members", [])[:CLAIMS_SEARCHED]:
+            claim = reader.claim(cid, at)
+            if claim is not None:
+                out += [claim.get("agent") or "", claim.get("task") or ""]
+        return " ".join(out).lower()
+
     def rows() -> Iterator[tuple[str, dict[str, Any] | None]]:
         for ent, raw in reader.scan(CONFLICT, at, after=after):
             row: dict[str, Any] = loads(raw)
-            keep = (row["open"] or include_closed) and (not needle or needle in text(row))
+            keep = row["open"] or include_closed
+            if keep and needle:
+                keep = needle in text(row) or needle in writers(row)
             yield ent, (row if keep else None)
 
     return _page(rows(), limit, budget)

@@ -8,7 +8,13 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from claimgraph.errors import InputError, UnknownSlotError
-from claimgraph.projections.browse import BUDGET, Page, conflicts_page, edges_page
+from claimgraph.projections.browse import (
+    BUDGET,
+    CONFLICT_BUDGET,
+    Page,
+    conflicts_page,
+    edges_page,
+)
 from claimgraph.projections.reader import EdgeView, NeighborView, ProjectionReader, SlotView
 from claimgraph.service.api import NodeLike, _node
 from claimgraph.service.queries import (
@@ -56,7 +62,7 @@ class Browsable(Protocol):
         q: str = "",
         limit: int = 20,
         include_closed: bool = False,
-        budget: int = BUDGET,
+        budget: int = CONFLICT_BUDGET,
     ) -> Page[dict[str, Any]]: ...
 
     def neighborhood(self, node: NodeLike, *, at: int | None = None) -> list[NeighborView]: ...
@@ -375,7 +381,7 @@ class GraphReads:
         q: str = "",
         limit: int = 20,
         include_closed: bool = False,
-        budget: int = BUDGET,
+        budget: int = CONFLICT_BUDGET,
     ) -> Page[dict[str, Any]]:
         """A page of conflicts as of ``at`` after the conflict id ``after``, matching ``q``."""
         v = self._at(at, 0.0)
