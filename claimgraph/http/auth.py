@@ -114,12 +114,15 @@ class TokenFile:
                 doc = json.loads(text)
             except ValueError as exc:
                 body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#"))
+                bad = ConfigError(
+                    f"{source}: not JSON ({exc}); a YAML token file needs a .yaml name"
+                )
                 if not text.startswith("#"):
-                    raise ConfigError(f"{source}: not JSON: {exc}") from None
+                    raise bad from None
                 try:
                     doc = json.loads(body)
                 except ValueError:
-                    raise ConfigError(f"{source}: not JSON: {exc}") from None
+                    raise bad from None
                 legacy = True
         else:
             try:
