@@ -1,7 +1,8 @@
 """Bearer tokens → principals, read from a token file (identity is never self-declared).
 
 A token file is JSON when its name ends in ``.json`` (what ``claimgraph serve`` and
-``claimgraph token add`` write), YAML otherwise, and should be readable only by its owner::
+``claimgraph token add`` write), YAML otherwise, and should be readable only by its owner
+(annotated here; the file itself has no comments)::
 
     {"tokens": [
       {"agent": "inventory",          # the principal: every command it sends is this agent's
