@@ -293,6 +293,14 @@ def test_schema_published_later_prints_how_to_add_tokens(tmp_path: Path) -> None
         s.wait_line(lambda x: "schema revision 1 is in force" in x, mark)
         hint = s.wait_line(lambda x: "sre-oncall" in x, mark)
         assert "token add sre-oncall --role resolver" in hint
+        # a token added for someone the schema does not name as a resolver: said on reload
+        add_token(data / "tokens.json", "bob", roles=["resolver"])
+        mark = len(s.lines)
+        assert httpx.get(
+            f"{s.url}/v1/head", headers={"Authorization": f"Bearer {admin}"}
+        ).is_success
+        warn = s.wait_line(lambda x: "'bob'" in x, mark)
+        assert "not_resolver" in warn
 
 
 def test_schema_principals_and_role_mismatches() -> None:

@@ -137,7 +137,7 @@ def hints(schema: Any, token_file: Any, path: Path) -> list[str]:
 def serve_tokens(graph: Any, tokens: Path | None) -> Any:
     """The token file ``serve`` uses (a :class:`WatchedTokenFile`), created on first start."""
     from claimgraph.http.auth import generate_token_file
-    from claimgraph.http.tokens import WatchedTokenFile, schema_principals
+    from claimgraph.http.tokens import WatchedTokenFile, role_mismatches, schema_principals
 
     path = _path(tokens)
     schema = _schema(graph)
@@ -152,7 +152,19 @@ def serve_tokens(graph: Any, tokens: Path | None) -> Any:
         generate_token_file(path, named)
         who = ", ".join(f"{p['agent']} ({', '.join(p['roles'])})" for p in named) or "nobody"
         say(f"created {path} with tokens for: {who}")
-    token_file = WatchedTokenFile(path, report=lambda line: say(f"claimgraph: {line}"))
+
+    def check(tf: Any) -> None:  # a token just added may hold a role the schema denies
+        try:
+            schema = _schema(graph)
+        except ClaimgraphError:
+            return
+        if schema is not None:
+            for line in role_mismatches(schema, tf.principals()):
+                say(f"  {line}")
+
+    token_file = WatchedTokenFile(
+        path, report=lambda line: say(f"claimgraph: {line}"), on_reload=check
+    )
     for line in hints(schema, token_file, path):
         say(line)
     return token_file

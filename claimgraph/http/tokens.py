@@ -57,11 +57,19 @@ def _stamp(path: Path) -> Stamp | None:
 
 class WatchedTokenFile(TokenFile):
     """A token file that follows its file (see the module docstring); ``report`` gets one
-    line for every reload, migration or refused file."""
+    line for every reload, migration or refused file, and ``on_reload`` is called after
+    every reload that took effect."""
 
-    def __init__(self, path: str | Path, *, report: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        report: Callable[[str], None] | None = None,
+        on_reload: Callable[[WatchedTokenFile], None] | None = None,
+    ) -> None:
         self.path = Path(path)
         self._report = report or (lambda line: None)
+        self._on_reload = on_reload or (lambda tokens: None)
         self._lock = threading.Lock()
         stamp = _stamp(self.path)
         first = TokenFile.load(self.path)  # a bad file at start is an error, not a warning
@@ -106,6 +114,7 @@ class WatchedTokenFile(TokenFile):
         self._report(f"reloaded {self.path}: {len(self._by_digest)} tokens")
         if fresh.legacy:
             self._migrate()
+        self._on_reload(self)
         return True
 
 
