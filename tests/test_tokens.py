@@ -147,8 +147,8 @@ def serving(data: Path) -> Iterator[Serve]:
     s = Serve(data)
     try:
         s.wait_line(lambda x: x.startswith("  tokens"))  # printed just before uvicorn starts
-        deadline = time.monotonic() + 30
-        while True:  # the port opens after the banner: poll the socket, not the clock
+        deadline = time.monotonic() + 60
+        while True:  # the port opens after the banner: poll the socket (bounded)
             assert s.proc.poll() is None, "\n".join(s.lines)
             try:
                 if httpx.get(f"{s.url}/healthz", timeout=1).status_code == 200:
@@ -156,6 +156,7 @@ def serving(data: Path) -> Iterator[Serve]:
             except httpx.HTTPError:
                 pass
             assert time.monotonic() < deadline, "serve did not come up"
+            time.sleep(0.05)  # between polls only: not a wait for an outcome
         yield s
     finally:
         s.proc.send_signal(signal.SIGINT)
