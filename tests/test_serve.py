@@ -46,7 +46,7 @@ def test_serve_prints_where_things_are_and_serves_the_sdk(tmp_path: Path) -> Non
         assert token_path.stat().st_mode & 0o777 == 0o600
         mcp = httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
         assert mcp.status_code == 401  # MCP is mounted, behind the same tokens
-        doc = json.loads(token_path.read_text().split("\n", 1)[1])
+        doc = json.loads(token_path.read_text())  # plain JSON, as its name says
         tokens = {e["agent"]: e["token"] for e in doc["tokens"]}
         with claimgraph.connect(url, token=tokens["admin"]) as c:
             h0 = c.head()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from claimgraph.cli.common import CTX, emit, graph_session, print_receipt, say
+from claimgraph.cli.tokens import serve_tokens, watch_schema
 from claimgraph.errors import ConfigError, IntegrityError
 from claimgraph.http.limits import HTTP_LIMITS, HttpLimits
 
@@ -23,10 +26,6 @@ key_app = typer.Typer(
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-DEFAULT_PRINCIPALS: list[dict[str, Any]] = [
-    {"agent": "admin", "roles": ["admin"]},
-    {"agent": "reviewer", "roles": ["resolver"]},
-]
 
 
 # -- runs -------------------------------------------------------------------------------------
@@ -198,8 +197,9 @@ def serve(
     tokens: Annotated[
         Path | None,
         typer.Option(
-            help="Token file (bearer token → principal). Default: DATA/tokens.json, created "
-            "with an admin and a reviewer token if missing."
+            help="Token file (bearer token → principal), re-read when it changes or on "
+            "SIGHUP. Default: DATA/tokens.json, created with a token per principal the "
+            "schema names if missing."
         ),
     ] = None,
     tick: Annotated[
@@ -270,7 +270,6 @@ def serve(
     import uvicorn
 
     from claimgraph.http.app import create_app
-    from claimgraph.http.auth import TokenFile, generate_token_file
 
     ctx = CTX
     signer = _signer(signing_key)
@@ -284,12 +283,7 @@ def serve(
 
         graph = open_graph(ctx.data)
         runtime = f"embedded, {ctx.data}"
-    token_path = tokens or ctx.data / "tokens.json"
-    if not token_path.exists():
-        if tokens is not None:
-            raise ConfigError(f"token file {token_path} does not exist")
-        generate_token_file(token_path, DEFAULT_PRINCIPALS)
-        say(f"created {token_path} with tokens for: admin (admin), reviewer (resolver)")
+    token_file = serve_tokens(graph, tokens)  # created on first start for the schema's principals
     limits = HttpLimits(
         max_body=max_body,
         max_depth=max_depth,
@@ -302,9 +296,16 @@ def serve(
         max_run_bytes=max_run_bytes,
         max_pins=max_pins,
     )
-    token_file = TokenFile.load(token_path)
     app = create_app(graph, token_file, signer=signer, limits=limits)
     _mount_mcp(app, graph, token_file, host)
+    stop = threading.Event()
+    watch_schema(graph, token_file, stop)  # a schema published later: say which tokens to add
+    # SIGHUP re-reads the tokens; on a thread of its own: the handler may interrupt a reload
+    # that holds the file's lock on this (the main) thread
+    signal.signal(
+        signal.SIGHUP,
+        lambda *_: threading.Thread(target=token_file.reload, name="claimgraph-sighup").start(),
+    )
     from claimgraph.cli.duties import Duties
 
     graph.signer = signer
@@ -321,7 +322,7 @@ def serve(
     say(f"  API          {url}/v1   (OpenAPI: {url}/docs)")
     say(f"  review page  {url}/review")
     say(f"  MCP          {url}/mcp   (streamable HTTP, same tokens)")
-    say(f"  tokens       {token_path}  (Authorization: Bearer TOKEN)")
+    say(f"  tokens       {token_file.path}  (Authorization: Bearer TOKEN; reloaded on change)")
     say(f"  duties       {duties.describe()}")
     try:
         from claimgraph.service.local_writer import listening
@@ -329,6 +330,7 @@ def serve(
         with listening(graph):  # CLI writes from other processes, while serve holds the data
             uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
+        stop.set()
         duties.close()
         graph.close()
 

@@ -20,6 +20,7 @@ from claimgraph import __version__
 from claimgraph.http import commands, middleware, queries, reads, review, runs
 from claimgraph.http.auth import TokenFile
 from claimgraph.http.context import Context
+from claimgraph.http.headers import SecurityHeaders
 from claimgraph.http.limits import HTTP_LIMITS, HttpLimits
 from claimgraph.service.port import GraphPort
 from claimgraph.service.signers import Signer
@@ -43,13 +44,14 @@ def create_app(
         "every read is at a version. Authenticate with `Authorization: Bearer TOKEN`.",
     )
     middleware.install(app, tokens, limits)
+    app.add_middleware(SecurityHeaders)  # outermost: the gate's refusals carry them too
     ctx = Context(graph, tokens, signer, limits)
     app.state.context = ctx
     app.include_router(commands.router(ctx))
     app.include_router(reads.router(ctx))
     app.include_router(queries.router(ctx))
     app.include_router(runs.router(ctx))
-    app.include_router(review.router())
+    app.include_router(review.router(ctx))
 
     @app.get("/healthz", tags=["reads"])
     def healthz() -> dict[str, Any]:
