@@ -243,6 +243,15 @@ def serve(
     max_pins: Annotated[
         int, typer.Option(min=1, help="Live retention pins per principal (429 past it).")
     ] = HTTP_LIMITS.max_pins,
+    ready_lag: Annotated[
+        float,
+        typer.Option(
+            min=0, help="/readyz answers 503 while the projection is more seconds behind the log."
+        ),
+    ] = 1.0,
+    request_log: Annotated[
+        bool, typer.Option(help="One JSON line per request on stderr (README: Observability).")
+    ] = True,
 ) -> None:
     """Serve the graph over HTTP: the API, the review page (/review) and a ticker.
 
@@ -254,6 +263,7 @@ def serve(
 
     from claimgraph.http.app import create_app
     from claimgraph.http.auth import TokenFile, generate_token_file
+    from claimgraph.http.observe import request_logger
 
     ctx = CTX
     signer = _signer(signing_key)
@@ -286,7 +296,14 @@ def serve(
         max_pins=max_pins,
     )
     token_file = TokenFile.load(token_path)
-    app = create_app(graph, token_file, signer=signer, limits=limits)
+    app = create_app(
+        graph,
+        token_file,
+        signer=signer,
+        limits=limits,
+        ready_lag=ready_lag,
+        request_log=request_logger() if request_log else None,
+    )
     _mount_mcp(app, graph, token_file, host)
     stop = threading.Event()
 
@@ -309,6 +326,7 @@ def serve(
     say(f"  API          {url}/v1   (OpenAPI: {url}/docs)")
     say(f"  review page  {url}/review")
     say(f"  MCP          {url}/mcp   (streamable HTTP, same tokens)")
+    say(f"  probes       {url}/healthz  {url}/readyz  {url}/metrics")
     say(f"  tokens       {token_path}  (Authorization: Bearer TOKEN)")
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")

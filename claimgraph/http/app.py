@@ -17,7 +17,7 @@ from typing import Any, cast
 from fastapi import FastAPI
 
 from claimgraph import __version__
-from claimgraph.http import commands, middleware, queries, reads, review, runs
+from claimgraph.http import commands, middleware, observe, queries, reads, review, runs
 from claimgraph.http.auth import TokenFile
 from claimgraph.http.context import Context
 from claimgraph.http.limits import HTTP_LIMITS, HttpLimits
@@ -33,9 +33,14 @@ def create_app(
     *,
     signer: Signer | None = None,
     limits: HttpLimits = HTTP_LIMITS,
+    ready_lag: float = 1.0,
+    request_log: observe.RequestLog | None = None,
 ) -> FastAPI:
     """The HTTP API over ``graph`` (embedded or Kafka), authenticating with ``tokens``,
-    within ``limits`` (what one request and one principal may cost; README: Limits)."""
+    within ``limits`` (what one request and one principal may cost; README: Limits).
+
+    ``/readyz`` answers 503 while the projection is more than ``ready_lag`` seconds behind
+    the log; ``request_log`` gets one JSON-ready dict per request (:mod:`.observe`)."""
     app = FastAPI(
         title="claimgraph",
         version=__version__,
@@ -43,6 +48,7 @@ def create_app(
         "every read is at a version. Authenticate with `Authorization: Bearer TOKEN`.",
     )
     middleware.install(app, tokens, limits)
+    observe.install(app, graph, ready_lag=ready_lag, log=request_log)  # outermost: sees all
     ctx = Context(graph, tokens, signer, limits)
     app.state.context = ctx
     app.include_router(commands.router(ctx))
