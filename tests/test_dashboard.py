@@ -1,7 +1,8 @@
 """The Grafana dashboard in compose/ queries only what the processes expose: every metric (and
 every label it groups or filters by) of every PromQL expression is in the /metrics of a real
 ``serve``, governor and projector on a real broker. And ``/readyz`` of that serve follows its
-projector: 503 while the projector is stopped (SIGSTOP) and decisions wait, 200 again after."""
+projector: 503 while the projector is stopped (SIGSTOP) and decisions wait, 200 again after;
+its request log is one JSON line per request."""
 
 from __future__ import annotations
 
@@ -90,13 +91,16 @@ def _until(check: Any, what: str, seconds: float = 120.0) -> Any:
         time.sleep(0.05)
 
 
-def _serve(cfg: KafkaConfig, data: Path, port: int, tokens: Path) -> subprocess.Popen[bytes]:
+def _serve(
+    cfg: KafkaConfig, data: Path, port: int, tokens: Path, log: Any
+) -> subprocess.Popen[bytes]:
+    """``serve --bootstrap`` on ``port``, its stderr (the request log) to the file ``log``."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     args = ["--bootstrap", cfg.bootstrap, "--prefix", cfg.prefix, "--graph", "test"]
     return subprocess.Popen(
         [sys.executable, "-m", "claimgraph", *args, "--data", str(data), "serve",
          "--port", str(port), "--tokens", str(tokens), "--tick", "0", "--ready-lag", "0.5"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log,
     )  # fmt: skip
 
 
@@ -126,7 +130,8 @@ def test_every_dashboard_metric_is_exposed_and_readyz_follows_the_projector(
     ]
     try:
         _until(lambda: (data / "projection").exists(), "the projector's projection")
-        procs.append(_serve(cfg, data, sport, tokens))
+        with (tmp_path / "serve.log").open("wb") as log:
+            procs.append(_serve(cfg, data, sport, tokens, log))
         url = f"http://127.0.0.1:{sport}"
         _until(lambda: httpx.get(f"{url}/healthz", timeout=2).status_code == 200, "serve up")
         with claimgraph.connect(url, token="t-admin") as admin:
@@ -163,6 +168,15 @@ def test_every_dashboard_metric_is_exposed_and_readyz_follows_the_projector(
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+    err = (tmp_path / "serve.log").read_text()
+    logged = [json.loads(x) for x in err.splitlines() if x.startswith('{"ts"')]
+    writes = [x for x in logged if x.get("route") == "/v1/commands/claim"]
+    assert [(x["principal"], x["status"]) for x in writes] == [
+        ("inventory", 200),
+        ("dba", 200),
+        ("inventory", 200),
+    ], "serve logs one JSON line per request"
+    assert "t-inventory" not in err and "t-admin" not in err  # never a token
     exprs = expressions()
     assert len(exprs) >= 20
     checked = set()

@@ -316,6 +316,8 @@ class KafkaGovernor:
                 }
             )
         )
+        if self._presence is not None:  # a start that failed after joining: leave first
+            self._presence.close()
         self._presence = Consumer(
             self.cfg.client(
                 **{
