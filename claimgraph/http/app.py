@@ -7,7 +7,8 @@ ingress's :class:`~claimgraph.service.signers.Signer` into a FastAPI app. Every 
 it checks the caller's token, calls the graph through the port, and maps our errors to
 problem+json (:mod:`claimgraph.http.problems`). The routes live in one module per concern:
 ``commands`` (writes), ``reads``, ``runs``, ``review`` (the page); ``middleware`` bounds
-each request before it reaches a route and maps errors.
+each request before it reaches a route and maps errors; ``observe`` times and logs every
+request and serves ``/metrics`` and ``/readyz``.
 """
 
 from __future__ import annotations

@@ -26,6 +26,11 @@ partition (a graph not placed on it is rejected under rules revision 2) and boun
 decision's size. Nothing is retried forever: a revision-1 decision the decisions topic cannot
 take, or a record the topic refuses for its size, stops the governor with a
 :class:`ConfigError` that says what to do, after the decisions before it are committed.
+
+Its counters (:class:`GovernorStats`) and :attr:`KafkaGovernor.last_batch` change only once a
+transaction has committed. While it runs, a governor is a member of its partition's presence
+group (:func:`presence_group`); ``kafka status`` names only such live members
+(:func:`live_governors`), never the last committer of a governor that died.
 """
 
 from __future__ import annotations
