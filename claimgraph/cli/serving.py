@@ -260,6 +260,15 @@ def serve(
     max_pins: Annotated[
         int, typer.Option(min=1, help="Live retention pins per principal (429 past it).")
     ] = HTTP_LIMITS.max_pins,
+    ready_lag: Annotated[
+        float,
+        typer.Option(
+            min=0, help="/readyz answers 503 while the projection is more seconds behind the log."
+        ),
+    ] = 1.0,
+    request_log: Annotated[
+        bool, typer.Option(help="One JSON line per request on stderr (README: Observability).")
+    ] = True,
 ) -> None:
     """Serve the graph over HTTP: the API, the review page (/review), a ticker and resolvers.
 
@@ -270,6 +279,7 @@ def serve(
     import uvicorn
 
     from claimgraph.http.app import create_app
+    from claimgraph.http.observe import request_logger
 
     ctx = CTX
     signer = _signer(signing_key)
@@ -296,7 +306,14 @@ def serve(
         max_run_bytes=max_run_bytes,
         max_pins=max_pins,
     )
-    app = create_app(graph, token_file, signer=signer, limits=limits)
+    app = create_app(
+        graph,
+        token_file,
+        signer=signer,
+        limits=limits,
+        ready_lag=ready_lag,
+        request_log=request_logger() if request_log else None,
+    )
     _mount_mcp(app, graph, token_file, host)
     stop = threading.Event()
     watch_schema(graph, token_file, stop)  # a schema published later: say which tokens to add
@@ -322,6 +339,7 @@ def serve(
     say(f"  API          {url}/v1   (OpenAPI: {url}/docs)")
     say(f"  review page  {url}/review")
     say(f"  MCP          {url}/mcp   (streamable HTTP, same tokens)")
+    say(f"  probes       {url}/healthz  {url}/readyz  {url}/metrics")
     say(f"  tokens       {token_file.path}  (Authorization: Bearer TOKEN; reloaded on change)")
     say(f"  duties       {duties.describe()}")
     try:
