@@ -20,6 +20,7 @@ from claimgraph.cli import writes as writes
 from claimgraph.cli import reads as reads  # isort: skip
 from claimgraph.cli import agents, export, governance, kafka, queries, rules, serving  # isort: skip
 from claimgraph.cli import versions  # isort: skip
+from claimgraph.cli import config_show  # isort: skip
 
 __all__ = ["app", "main"]
 
@@ -31,6 +32,7 @@ serving.register(app)  # serve, runs, key
 agents.register(app)  # mcp, tools
 queries.register(app)  # paths, reach
 export.register(app)  # export
+config_show.register(app)  # config show
 
 
 def main() -> None:

@@ -67,6 +67,7 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
         self._runs: KafkaLog | None = None
         self._projection_dir = projection
         self._db: Rdict | None = None
+        self._reader: ProjectionReader | None = None
         if projection is not None:
             primary = projection / "projection"
             if not primary.exists():
@@ -81,7 +82,22 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
                     Options(raw_mode=True),
                     access_type=AccessType.secondary(str(self._secondary)),
                 )
-            self.reader = ProjectionReader(self._db)
+            self._reader = ProjectionReader(self._db)
+
+    @property
+    def reader(self) -> ProjectionReader:
+        """The projection's reader; reads without one are a ConfigError naming the fix."""
+        if self._reader is None:
+            raise ConfigError(
+                "reads on the Kafka runtime need a projection directory: pass --data DIR "
+                f"of a running projector (start one: claimgraph --bootstrap "
+                f"{self.cfg.bootstrap} --graph {self.name} --data DIR projector)"
+            )
+        return self._reader
+
+    @reader.setter
+    def reader(self, value: ProjectionReader) -> None:
+        self._reader = value
 
     @property
     def pins(self) -> PinRegistry:
