@@ -18,7 +18,8 @@ From Python (tests, benchmarks)::
 From a shell::
 
     python tools/kafka_broker.py fetch               # download the jars (once)
-    python tools/kafka_broker.py start               # one node in ./kafka-data; Ctrl-C stops it
+    python tools/kafka_broker.py start               # one node on 127.0.0.1:9092; Ctrl-C stops it
+    python tools/kafka_broker.py start --sasl-user claimgraph:secret   # ... asking SASL/PLAIN
     python tools/kafka_broker.py start --detach      # ... or leave it running in the background
     python tools/kafka_broker.py status|stop         # of ./kafka-data (or --data-dir)
     python tools/kafka_broker.py cluster             # three nodes in ./kafka-cluster-data
@@ -462,8 +463,15 @@ class KafkaBroker:
         libs: Path | None = None,
         java: str | None = None,
         die_with_parent: bool = True,
+        sasl_users: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
+        # SASL/PLAIN users (name → password): the client listener then asks for them, and
+        # the broker talks to itself on a plaintext INTERNAL listener
+        self.sasl_users: dict[str, str] = dict(sasl_users or {})
+        for user, password in self.sasl_users.items():
+            if not re.fullmatch(r"[A-Za-z0-9._-]+", user) or re.search(r'["\\\s]', password):
+                raise BrokerStartError(f"SASL user {user!r}: use [A-Za-z0-9._-] names, no quotes")
         self.node_id = node_id
         self.heap = heap
         self.die_with_parent = die_with_parent
@@ -488,6 +496,14 @@ class KafkaBroker:
             controller_port = fresh[1] if controller_port is None else controller_port
         self.port: int = port
         self.controller_port: int = controller_port
+        self.internal_port: int | None = None
+        if self.sasl_users:
+            old = saved.get("internal_port")
+            taken = {port, controller_port}
+            if isinstance(old, int) and old not in taken and _port_free(old):
+                self.internal_port = old
+            else:
+                self.internal_port = next(p for p in _free_ports(3) if p not in taken)
         self.voters = voters or f"{node_id}@127.0.0.1:{controller_port}"
         self.cluster_id = self._formatted_cluster_id() or cluster_id or _random_cluster_id()
         self.properties: dict[str, str] = {
@@ -502,6 +518,25 @@ class KafkaBroker:
     def bootstrap(self) -> str:
         """``127.0.0.1:<port>``, for ``bootstrap.servers``."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def admin_bootstrap(self) -> str:
+        """Where this tool checks the node: the plaintext INTERNAL listener under SASL."""
+        port = self.internal_port if self.internal_port is not None else self.port
+        return f"127.0.0.1:{port}"
+
+    def client_config(self, user: str | None = None) -> dict[str, str]:
+        """librdkafka properties a client needs here (SASL/PLAIN credentials when enabled)."""
+        conf = {"bootstrap.servers": self.bootstrap}
+        if self.sasl_users:
+            name = user or next(iter(self.sasl_users))
+            conf |= {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": name,
+                "sasl.password": self.sasl_users[name],
+            }
+        return conf
 
     @property
     def log_path(self) -> Path:
@@ -613,7 +648,7 @@ class KafkaBroker:
         """Until this node answers metadata listing itself as a live broker, and every partition
         it hosts has a leader (after a restart, leaders are elected just after it is unfenced)."""
         errors = _kafka_client_errors()
-        admin = _admin(self.bootstrap)
+        admin = _admin(self.admin_bootstrap)
         deadline = time.monotonic() + timeout
         last = "no answer yet"
         while True:
@@ -755,6 +790,8 @@ class KafkaBroker:
             "node_id": self.node_id,
             "port": self.port,
             "controller_port": self.controller_port,
+            "internal_port": self.internal_port,
+            "sasl_users": sorted(self.sasl_users),
             "bootstrap": self.bootstrap,
             "cluster_id": self.cluster_id,
             "pid": pid,
@@ -785,11 +822,35 @@ class KafkaBroker:
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": str(self.kafka_data),
+            **self._sasl_properties(),
             **self.properties,
         }
         lines = ["# written by tools/kafka_broker.py; rewritten at every start"]
         lines += [f"{k}={v}" for k, v in props.items()]
         self.properties_path.write_text("\n".join(lines) + "\n")
+
+    def _sasl_properties(self) -> dict[str, str]:
+        if not self.sasl_users:
+            return {}
+        users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())
+        c = f"CONTROLLER://127.0.0.1:{self.controller_port}"
+        return {
+            "listeners": (
+                f"SASL_PLAINTEXT://127.0.0.1:{self.port},"
+                f"INTERNAL://127.0.0.1:{self.internal_port},{c}"
+            ),
+            "advertised.listeners": (
+                f"SASL_PLAINTEXT://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port}"
+            ),
+            "inter.broker.listener.name": "INTERNAL",
+            "listener.security.protocol.map": (
+                "SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT"
+            ),
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
+            ),
+        }
 
     def _format_command(self, java: str, libs: Path) -> list[str] | None:
         if self._formatted_cluster_id() is not None:
@@ -966,7 +1027,7 @@ class KafkaCluster:
     def partition_leader(self, topic: str, partition: int = 0, timeout: float = 10.0) -> int:
         """The ``node.id`` leading ``topic``/``partition`` now."""
         errors: tuple[type[BaseException], ...] = (*_kafka_client_errors(), KeyError)
-        admin = _admin(self.bootstrap)
+        admin = _admin(self.admin_bootstrap)
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -983,7 +1044,7 @@ class KafkaCluster:
     def wait_fully_replicated(self, timeout: float = 90.0) -> None:
         """Until every node is live and every partition (internal ones too) has its full ISR."""
         errors = _kafka_client_errors()
-        admin = _admin(self.bootstrap)
+        admin = _admin(self.admin_bootstrap)
         deadline = time.monotonic() + timeout
         want = {n.node_id for n in self.nodes}
         last = "no answer yet"
@@ -1110,9 +1171,28 @@ def _cmd_start(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
+    if args.port and not _port_free(args.port):
+        print(
+            f"port {args.port} is in use (another broker?): stop it, or pass --port 0 "
+            "for a free port",
+            file=sys.stderr,
+        )
+        return 1
+    users: dict[str, str] = {}
+    for item in args.sasl_user:
+        user, sep, password = item.partition(":")
+        if not sep or not user:
+            print(f"--sasl-user {item!r}: expected USER:PASSWORD", file=sys.stderr)
+            return 2
+        users[user] = password
     libs = fetch(quiet=False)
     broker = KafkaBroker(
-        data_dir, port=args.port, heap=args.heap, libs=libs, die_with_parent=not args.detach
+        data_dir,
+        port=args.port or None,
+        heap=args.heap,
+        libs=libs,
+        die_with_parent=not args.detach,
+        sasl_users=users,
     )
     t0 = time.monotonic()
     _kafka_client_errors()
@@ -1124,6 +1204,11 @@ def _cmd_start(args: argparse.Namespace) -> int:
         raise
     took = time.monotonic() - t0
     print(f"Kafka {kafka_version()} ready in {took:.1f}s: bootstrap.servers={broker.bootstrap}")
+    if users:
+        print(
+            "  SASL_PLAINTEXT, mechanism PLAIN, users: "
+            f"{', '.join(users)} (security.protocol=SASL_PLAINTEXT sasl.mechanism=PLAIN)"
+        )
     print(f"  data and logs: {broker.data_dir} (server.log, console.log)")
     if args.detach:
         print(f"  pid {broker.pid}; stop it with: python tools/kafka_broker.py stop")
@@ -1203,7 +1288,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     p = sub.add_parser("start", help="run one node (broker+controller) until Ctrl-C")
     p.add_argument("--data-dir", default="./kafka-data")
-    p.add_argument("--port", type=int, default=None, help="client port (default: a free one)")
+    p.add_argument(
+        "--port", type=int, default=9092, help="client port (default 9092; 0: a free one)"
+    )
+    p.add_argument(
+        "--sasl-user",
+        action="append",
+        default=[],
+        metavar="USER:PASSWORD",
+        help="serve SASL_PLAINTEXT with mechanism PLAIN for these users (repeatable)",
+    )
     p.add_argument("--heap", default=DEFAULT_HEAP)
     p.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT)
     p.add_argument("--detach", action="store_true", help="leave it running in the background")
