@@ -88,16 +88,19 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
     def reader(self) -> ProjectionReader:
         """The projection's reader; reads without one are a ConfigError naming the fix."""
         if self._reader is None:
-            raise ConfigError(
-                "reads on the Kafka runtime need a projection directory: pass --data DIR "
-                f"of a running projector (start one: claimgraph --bootstrap "
-                f"{self.cfg.bootstrap} --graph {self.name} --data DIR projector)"
-            )
+            raise self._no_projection()
         return self._reader
 
     @reader.setter
     def reader(self, value: ProjectionReader) -> None:
         self._reader = value
+
+    def _no_projection(self) -> ConfigError:
+        return ConfigError(
+            "reads need a projection: pass --data DIR of a running claimgraph projector "
+            f"(start one: claimgraph --bootstrap {self.cfg.bootstrap} --graph {self.name} "
+            "--data DIR projector)"
+        )
 
     @property
     def pins(self) -> PinRegistry:
@@ -192,9 +195,7 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
 
     def _catch_up(self) -> None:
         if self._db is None:
-            raise ConfigError(
-                "reads need a projection: pass --data DIR of a running claimgraph projector"
-            )
+            raise self._no_projection()
         with rocksdb_errors(f"cannot catch up with {self._projection_dir}"):
             catch_up(self._db)
 
