@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 
 from claimgraph.cli.main import app
 from tests.conftest import ROOT
-from tests.kafka_helpers import free_port
+from tests.kafka_helpers import free_port, wait_projected
 
 if TYPE_CHECKING:
     from kafka_broker import KafkaBroker
@@ -210,7 +210,7 @@ def _service(name: str, svc: dict[str, Any], m: HostMap, tmp: Path) -> Iterator[
             stderr=subprocess.STDOUT,
         )
     try:
-        _healthy(svc, m, env, 90)
+        _healthy(svc, m, env, 180)
         assert proc.poll() is None, log.read_text()
         yield
     finally:
@@ -259,5 +259,7 @@ def test_compose_commands_run_against_a_real_broker(
             r = _claimgraph([m.text(a) for a in args], m.env(cli))
             assert r.returncode == 0, (args, r.stdout, r.stderr)
             outputs.append(r.stdout)
+            if args[:2] == ["schema", "apply"]:  # reads follow once the projector has it
+                wait_projected(tmp_path / "projection", int(r.stdout.split()[0][1:]), m.env(cli))
     assert "ACCEPTED" in outputs[0], outputs  # the schema was published and decided
     assert outputs[-1].startswith("platform: head v"), outputs  # the cli's default: head

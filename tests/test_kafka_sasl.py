@@ -24,7 +24,7 @@ import httpx
 import claimgraph
 from tests.conftest import ROOT
 from tests.kafka_fixtures import SASL_PASSWORD, SASL_USER
-from tests.kafka_helpers import free_port
+from tests.kafka_helpers import free_port, wait_projected
 
 if TYPE_CHECKING:
     from kafka_broker import KafkaBroker
@@ -144,6 +144,7 @@ def test_every_process_authenticates_from_file_and_environment(
             )
         )
         version = json.loads(out)["version"]
+        wait_projected(proj, version, from_file)
         # the projector (credentials from the environment) projects it; the read waits for it
         got = _cli(
             ["--data", str(proj), "get", "deployment_target", "service:checkout",
@@ -159,7 +160,7 @@ def test_every_process_authenticates_from_file_and_environment(
             tmp_path / "serve.log",
         ) as api:
             url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 180
             while True:
                 assert api.poll() is None, (tmp_path / "serve.log").read_text()
                 try:

@@ -36,7 +36,7 @@ import yaml
 
 from tests.conftest import ROOT
 from tests.kafka_fixtures import SASL_PASSWORD, SASL_USER
-from tests.kafka_helpers import free_port
+from tests.kafka_helpers import free_port, wait_projected
 
 if TYPE_CHECKING:
     from kafka_broker import KafkaBroker
@@ -218,7 +218,7 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
+def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     while True:
         assert proc.poll() is None, log.read_text()
@@ -286,7 +286,7 @@ def test_serve_sdk_and_runs_blocks(workdir: Path) -> None:
     with shell(workdir, subst={"8080": str(port)}) as sh:
         sh.run(block("bash", "cat > tokens.yaml <<'EOF'"))
         (server,) = sh.background
-        wait_http(f"http://127.0.0.1:{port}/healthz", server, workdir / "bg-0.log")
+        wait_http(f"http://127.0.0.1:{port}/healthz", server, workdir / "bg-0.log", 180)
         code = block("py", "snap = g.snapshot()").replace("8080", str(port))
         printed: list[str] = []
         env = {"print": lambda *a: printed.append(" ".join(map(str, a)))}
@@ -420,6 +420,9 @@ def test_kafka_block(kafka_broker: KafkaBroker, workdir: Path) -> None:
     env_prefix = f"readme{uuid.uuid4().hex[:8]}"
 
     def make_kafka(line: str) -> bool:
+        if "--data ./proj get" in line:  # a person reads once the projector caught up
+            (applied,) = [r.stdout for w, r in sh.ran if w[1:3] == ["schema", "apply"]]
+            wait_projected(workdir / "proj", int(applied.split()[0][1:]), sh.env)
         return line.startswith("make kafka")
 
     subst = {"127.0.0.1:9092": kafka_broker.bootstrap, "9108": str(free_port())}
