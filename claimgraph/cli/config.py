@@ -128,9 +128,22 @@ def _option_names(cmd: Any) -> dict[str, str]:
     for p in cmd.params:
         if p.name is None or getattr(p, "param_type_name", "") != "option":
             continue
-        names[p.name] = p.name
-        names[p.name.replace("_", "-")] = p.name
+        for flag in p.opts:  # --max-body → max-body (and --from → from, named start)
+            if flag.startswith("--"):
+                names[flag[2:]] = p.name
+        names.setdefault(p.name, p.name)
+        names.setdefault(p.name.replace("_", "-"), p.name)
     return names
+
+
+def _flags(cmd: Any) -> list[str]:
+    return sorted(
+        f[2:]
+        for p in cmd.params
+        if p.name and getattr(p, "param_type_name", "") == "option"
+        for f in p.opts
+        if f.startswith("--") and f != "--help"
+    )
 
 
 def _command_table(cmd: Any, table: Mapping[str, Any], where: str, path: str) -> dict[str, Any]:
@@ -144,7 +157,7 @@ def _command_table(cmd: Any, table: Mapping[str, Any], where: str, path: str) ->
         elif key in options:
             out[options[key]] = value
         else:
-            known = sorted({o.replace("_", "-") for o in options.values()} | set(groups))
+            known = sorted(set(_flags(cmd)) | set(groups))
             raise ConfigError(
                 f"{where}: [{path}] has no option {key!r}"
                 + (f" (it has: {', '.join(known)})" if known else "")
