@@ -127,6 +127,7 @@ def check_cluster(cfg: KafkaConfig, timeout: float = 20.0) -> None:
             raise StorageError(
                 f"no Kafka broker answered at {cfg.bootstrap} within {timeout:.0f}s ({last})"
             )
+        time.sleep(0.1)  # a refused connection fails at once: do not spin
 
 
 def topic_partitions(cfg: KafkaConfig, topic: str, timeout: float = 10.0) -> int:
