@@ -159,3 +159,18 @@ def test_a_bad_file_is_a_clear_error(tmp_path: Path, text: str, phrase: str) -> 
     assert r.returncode == 2, r.stderr
     assert phrase in r.stderr and str(path) in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_no_broker_is_one_clear_line_not_a_hang(tmp_path: Path) -> None:
+    """Nothing listens at the bootstrap address: exit 8 naming it, one line on stderr (no
+    client log flood, no internal error)."""
+    from tests.kafka_helpers import free_port
+
+    bootstrap = f"127.0.0.1:{free_port()}"
+    r = subprocess.run(
+        [sys.executable, "-m", "claimgraph", "--bootstrap", bootstrap, "kafka", "status"],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 8, r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert f"no Kafka broker answered at {bootstrap}" in line
