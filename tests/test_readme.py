@@ -296,10 +296,11 @@ def test_serve_sdk_and_runs_blocks(workdir: Path) -> None:
         runs: list[str] = []
 
         def run_ids(line: str) -> bool:
-            if "runs list" in line and not runs:
-                r = sh.check([*shlex.split(line), "--json"])
-                runs.extend(x["run_id"] for x in json.loads(r.stdout))
+            if "runs list" in line and not runs:  # RUN_ID: the first column of list
+                r = sh.check(shlex.split(line))
+                runs.extend(row.split()[0] for row in r.stdout.splitlines())
                 sh.subst["RUN_ID"] = runs[0]
+                return True
             return False
 
         sh.hook = run_ids
