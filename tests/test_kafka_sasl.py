@@ -1,4 +1,5 @@
-"""Kafka client configuration for every process, against a broker that asks SASL/PLAIN.
+"""Kafka client configuration for every process, against brokers that ask SASL/PLAIN (and
+TLS: SASL_SSL with a development CA).
 
 The governor, the projector, the CLI and ``serve`` run as real processes on a listener that
 refuses clients without credentials. Credentials come from a config file (``[kafka]``), from
@@ -226,3 +227,38 @@ def test_an_unknown_client_property_is_a_config_error(
     r = _cli(["kafka", "status"], dict(from_file, CLAIMGRAPH_KAFKA_SASL_PASWORD="x"))
     assert r.returncode == 2, r.stderr
     assert "sasl.pasword" in r.stderr and "Kafka client configuration" in r.stderr
+
+
+def test_tls_and_sasl_from_the_config_file(kafka_tls_broker: KafkaBroker, tmp_path: Path) -> None:
+    """SASL_SSL: the CA and the credentials in the file; the governor decides a CLI write.
+    A CA that did not sign the broker's certificate exits 2 naming the failed verification."""
+    prefix = f"tls{uuid.uuid4().hex[:8]}"
+    config = tmp_path / "claimgraph.toml"
+    config.write_text(
+        f'bootstrap = "{kafka_tls_broker.bootstrap}"\nprefix = "{prefix}"\ngraph = "{GRAPH}"\n'
+        "[kafka]\n"
+        'security.protocol = "SASL_SSL"\n'
+        f'ssl.ca.location = "{kafka_tls_broker.ca_path}"\n'
+        'sasl.mechanism = "PLAIN"\n'
+        f'sasl.username = "{SASL_USER}"\n'
+        f'sasl.password = "{SASL_PASSWORD}"\n'
+    )
+    env = _env(CLAIMGRAPH_CONFIG=str(config))
+    _ok(_cli(["kafka", "init", "--partitions", "1"], env))
+    _ok(_cli(["kafka", "place"], env))
+    with _process(["governor"], env, tmp_path / "governor.log") as gov:
+        out = _ok(_cli(["schema", "apply", INVENTORY, "--agent", "platform-admin"], env))
+        assert "ACCEPTED" in out, out
+        assert gov.poll() is None, (tmp_path / "governor.log").read_text()
+    # a CA of our own making that never signed the broker's certificate
+    other = tmp_path / "other"
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from kafka_broker import KafkaBroker as Broker
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    Broker(other, tls=True).tls_files()
+    wrong = dict(env, CLAIMGRAPH_KAFKA_SSL_CA_LOCATION=str(other / "tls" / "ca.pem"))
+    r = _cli(["kafka", "status"], wrong, timeout=90)
+    assert r.returncode == 2, r.stderr
+    assert "certificate verify failed" in r.stderr and "Traceback" not in r.stderr

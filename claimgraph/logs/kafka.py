@@ -117,7 +117,8 @@ def check_cluster(cfg: KafkaConfig, timeout: float = 20.0) -> None:
         for e in seen:
             if e.code() in _AUTH_CODES:
                 raise ConfigError(
-                    f"Kafka at {cfg.bootstrap} refused this client's credentials: {e.str()} "
+                    f"Kafka at {cfg.bootstrap} refused this client's credentials or TLS "
+                    f"settings: {e.str()} "
                     "(check security.protocol, sasl.mechanism, sasl.username, sasl.password "
                     "and the ssl.* properties: claimgraph config show)"
                 )
