@@ -1108,7 +1108,7 @@ class KafkaCluster:
     def partition_leader(self, topic: str, partition: int = 0, timeout: float = 10.0) -> int:
         """The ``node.id`` leading ``topic``/``partition`` now."""
         errors: tuple[type[BaseException], ...] = (*_kafka_client_errors(), KeyError)
-        admin = _admin(self.admin_bootstrap)
+        admin = _admin(self.bootstrap)
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -1125,7 +1125,7 @@ class KafkaCluster:
     def wait_fully_replicated(self, timeout: float = 90.0) -> None:
         """Until every node is live and every partition (internal ones too) has its full ISR."""
         errors = _kafka_client_errors()
-        admin = _admin(self.admin_bootstrap)
+        admin = _admin(self.bootstrap)
         deadline = time.monotonic() + timeout
         want = {n.node_id for n in self.nodes}
         last = "no answer yet"
