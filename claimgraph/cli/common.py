@@ -16,7 +16,14 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from claimgraph.cli.config import ConfigFile, Setting, kafka_from_env, kafka_from_flags, load_file
+from claimgraph.cli.config import (
+    ConfigFile,
+    Setting,
+    global_options,
+    kafka_from_env,
+    kafka_from_flags,
+    load_file,
+)
 from claimgraph.errors import ConfigError, InputError
 from claimgraph.service.graph import DEFAULT_GRAPH, Receipt, open_graph
 from claimgraph.service.inputs import to_millis
@@ -122,7 +129,7 @@ def _load_config(ctx: typer.Context, value: Path | None) -> Path | None:
     return value
 
 
-def _source(ctx: typer.Context, name: str, envvar: str, flag: str) -> str:
+def _source(ctx: typer.Context, name: str, envvar: str | None, flag: str) -> str:
     src = getattr(ctx.get_parameter_source(name), "name", None)
     if src == "COMMANDLINE":
         return f"flag {flag}"
@@ -190,17 +197,11 @@ def _root(
     CTX.sources = {
         "config": Setting(
             config, _source(ctx, "config", "CLAIMGRAPH_CONFIG", "--config") if config else "none"
-        ),
-        **{
-            k: Setting(v, _source(ctx, k, f"CLAIMGRAPH_{k.upper()}", f"--{k}"))
-            for k, v in (
-                ("data", data),
-                ("bootstrap", bootstrap),
-                ("graph", graph),
-                ("prefix", prefix),
-            )
-        },
+        )
     }
+    for name, param in global_options(ctx.command).items():  # every global flag, as set
+        flag = max(param.opts, key=len)
+        CTX.sources[name] = Setting(ctx.params[name], _source(ctx, name, param.envvar, flag))
     where = f"file {CTX.config.path}"
     CTX.kafka_settings = {
         **{k: Setting(v, where) for k, v in CTX.config.kafka.items()},

@@ -34,10 +34,11 @@ from claimgraph.errors import ConfigError
 
 __all__ = [
     "ENV_KAFKA",
-    "GLOBAL_KEYS",
     "KAFKA_GROUP_COMMANDS",
+    "NOT_IN_FILE",
     "ConfigFile",
     "Setting",
+    "global_options",
     "is_secret",
     "kafka_from_env",
     "kafka_from_flags",
@@ -45,7 +46,8 @@ __all__ = [
     "mask",
 ]
 
-GLOBAL_KEYS = ("data", "bootstrap", "graph", "prefix")
+# root options that are not configuration values themselves
+NOT_IN_FILE = ("config", "kafka_property")
 ENV_KAFKA = "CLAIMGRAPH_KAFKA_"
 # tables under [kafka] that hold a kafka subcommand's options, not librdkafka properties
 KAFKA_GROUP_COMMANDS = ("init", "place", "status")
@@ -165,6 +167,15 @@ def _command_table(cmd: Any, table: Mapping[str, Any], where: str, path: str) ->
     return out
 
 
+def global_options(root: Any) -> dict[str, Any]:
+    """The root command's options a file may set (every global flag): name → parameter."""
+    return {
+        p.name: p
+        for p in root.params
+        if p.name and p.name not in NOT_IN_FILE and getattr(p, "param_type_name", "") == "option"
+    }
+
+
 def load_file(path: Path, root: Any) -> ConfigFile:
     """Parse and check a TOML config file against the CLI's commands and options."""
     where = str(path)
@@ -179,11 +190,12 @@ def load_file(path: Path, root: Any) -> ConfigFile:
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     cfg = ConfigFile(path=path)
+    globals_ = global_options(root)
     for key, value in doc.items():
-        if key in GLOBAL_KEYS:
-            if not isinstance(value, str):
-                raise ConfigError(f"{where}: {key} must be a string")
-            cfg.globals[key] = value
+        if key.replace("-", "_") in globals_:
+            if not isinstance(value, str | int | float | bool):
+                raise ConfigError(f"{where}: {key} must be a string, number or boolean")
+            cfg.globals[key.replace("-", "_")] = value
         elif key == "kafka":
             if not isinstance(value, dict):
                 raise ConfigError(f"{where}: kafka must be a table of librdkafka properties")
@@ -200,7 +212,7 @@ def load_file(path: Path, root: Any) -> ConfigFile:
             cfg.commands[key] = _command_table(_subcommands(root)[key], value, where, key)
         else:
             raise ConfigError(
-                f"{where}: unknown key {key!r} (top-level keys: {', '.join(GLOBAL_KEYS)}, "
+                f"{where}: unknown key {key!r} (top-level keys: {', '.join(globals_)}, "
                 "[kafka] for client properties, or a table named after a command)"
             )
     return cfg
