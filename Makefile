@@ -15,14 +15,17 @@ help:
 	@echo "make bench      benchmarks, written to BENCHMARKS.md (embedded, Kafka, HTTP)"
 	@echo "make lint       ruff check + ruff format --check + the import layers (lint-imports)"
 	@echo "make typecheck  mypy --strict on the package"
-	@echo "make kafka      a development Kafka broker (KRaft, 127.0.0.1) in ./kafka-data; Ctrl-C stops it"
+	@echo "make kafka      a development Kafka broker (KRaft) on 127.0.0.1:9092, data in ./kafka-data; Ctrl-C stops it"
 	@echo "make kafka-fetch  download the Kafka broker jars from Maven Central (once; needs Java 17, Maven)"
 
+# The first install takes a minute or two: pip says what it is collecting as it goes.
 $(STAMP): pyproject.toml
+	@echo "make: installing claimgraph and its extras into $(VENV) (once; pip's progress follows)" >&2
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,kafka,http,mcp,export,examples]'
+	$(BIN)/python -m pip install --progress-bar off -e '.[dev,kafka,http,mcp,export,examples]' >&2
 	@touch $(STAMP)
+	@echo "make: $(VENV) is ready" >&2
 
 install: $(STAMP)
 

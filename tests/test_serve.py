@@ -75,7 +75,7 @@ def test_readme_sdk_synopsis_runs_over_http(tmp_path: Path) -> None:
 
     (code,) = re.findall(r"```py\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
     code = code.replace(
-        'claimgraph.connect("http://127.0.0.1:8080", token=TOKEN)',
+        'claimgraph.connect("http://127.0.0.1:8080", token="release-token-change-me")',
         'claimgraph.connect("http://x", token="release-token", app=APP)',
     )
     tokens = TokenFile({token_digest("release-token"): Principal("release-agent")})

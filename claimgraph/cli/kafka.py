@@ -29,7 +29,11 @@ def kafka_init(
 
     base = CTX.kafka()
     cfg = KafkaConfig(
-        base.bootstrap, prefix=base.prefix, partitions=partitions, replication=replication
+        base.bootstrap,
+        prefix=base.prefix,
+        partitions=partitions,
+        replication=replication,
+        extra=base.extra,
     )
     for line in init_topics(cfg):
         say(line)

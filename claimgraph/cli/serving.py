@@ -172,6 +172,8 @@ def key_register(
         g.signer = _signer(sign_with)
         r = g.register_key(key_id, key_agent, raw, agent=agent)
     print_receipt(r, as_json)
+    if r.kind == "rejected":
+        raise typer.Exit(1)
 
 
 @key_app.command("revoke")
@@ -186,6 +188,8 @@ def key_revoke(
         g.signer = _signer(sign_with)
         r = g.revoke_key(key_id, agent=agent)
     print_receipt(r, as_json)
+    if r.kind == "rejected":
+        raise typer.Exit(1)
 
 
 # -- serve --------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from rocksdict import AccessType, Options, Rdict
@@ -39,20 +39,6 @@ if TYPE_CHECKING:
     from claimgraph.service.port import GraphPort
 
 __all__ = ["KafkaGraph"]
-
-
-class _NoProjection:
-    """The reader of a KafkaGraph opened without a projection: every read names the fix
-    (instead of an AttributeError on a reader that is not there)."""
-
-    def __init__(self, graph: str) -> None:
-        self.graph = graph
-
-    def __getattr__(self, name: str) -> Any:
-        raise ConfigError(
-            f"reads of graph {self.graph!r} on Kafka come from a projection: pass --data DIR "
-            f"of a projector (claimgraph projector --graph {self.graph} --data DIR)"
-        )
 
 
 class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
@@ -83,7 +69,7 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
         self._runs: KafkaLog | None = None
         self._projection_dir = projection
         self._db: Rdict | None = None
-        self.reader = cast(ProjectionReader, _NoProjection(graph))
+        self._reader: ProjectionReader | None = None
         self._lag_consumer: Consumer | None = None
         self._lag_lock = threading.Lock()
         if projection is not None:
@@ -100,7 +86,25 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
                     Options(raw_mode=True),
                     access_type=AccessType.secondary(str(self._secondary)),
                 )
-            self.reader = ProjectionReader(self._db)
+            self._reader = ProjectionReader(self._db)
+
+    @property
+    def reader(self) -> ProjectionReader:
+        """The projection's reader; reads without one are a ConfigError naming the fix."""
+        if self._reader is None:
+            raise self._no_projection()
+        return self._reader
+
+    @reader.setter
+    def reader(self, value: ProjectionReader) -> None:
+        self._reader = value
+
+    def _no_projection(self) -> ConfigError:
+        return ConfigError(
+            "reads need a projection: pass --data DIR of a running claimgraph projector "
+            f"(start one: claimgraph --bootstrap {self.cfg.bootstrap} --graph {self.name} "
+            "--data DIR projector)"
+        )
 
     @property
     def pins(self) -> PinRegistry:
@@ -199,9 +203,7 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
 
     def _catch_up(self) -> None:
         if self._db is None:
-            raise ConfigError(
-                "reads need a projection: pass --data DIR of a running claimgraph projector"
-            )
+            raise self._no_projection()
         with rocksdb_errors(f"cannot catch up with {self._projection_dir}"):
             catch_up(self._db)
 
