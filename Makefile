@@ -24,7 +24,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,kafka,http,mcp,export,examples]'
 	@touch $(STAMP)
 
-install: $(STAMP)
+# The native core (native/, Rust through PyO3) is built when cargo is present; without a
+# compiler it is skipped and everything runs on the pure-Python core.
+NATIVE_STAMP := $(VENV)/.native
+NATIVE_SRC := $(wildcard native/Cargo.toml native/Cargo.lock native/pyproject.toml native/src/*.rs)
+
+$(NATIVE_STAMP): $(STAMP) $(NATIVE_SRC)
+	@if command -v cargo >/dev/null 2>&1 || test -x "$$HOME/.cargo/bin/cargo"; then \
+	  export PATH="$(abspath $(BIN)):$$PATH:$$HOME/.cargo/bin"; \
+	  $(BIN)/python -m pip install --quiet 'maturin>=1.7,<2' && \
+	  $(BIN)/python -m pip install --quiet --no-build-isolation --force-reinstall --no-deps ./native; \
+	else echo "no cargo: the native core is not built (the pure-Python core runs)"; fi
+	@touch $(NATIVE_STAMP)
+
+install: $(STAMP) $(NATIVE_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/claimgraph demo
@@ -37,7 +50,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: $(STAMP) lint typecheck
+test: $(STAMP) $(NATIVE_STAMP) lint typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The broker jars go to ~/.cache/claimgraph/kafka-<version>/libs; later runs are offline.
