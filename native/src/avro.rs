@@ -86,8 +86,15 @@ pub fn build(plan: &Bound<'_, PyAny>) -> PyResult<Node> {
             let read: Vec<String> = item(t, 1)?.extract()?;
             let own: Vec<String> = item(t, 2)?.extract()?;
             Node::Enum {
-                decode: read.iter().map(|s| PyString::intern(py, s).unbind()).collect(),
-                encode: own.into_iter().enumerate().map(|(i, s)| (s, i as u64)).collect(),
+                decode: read
+                    .iter()
+                    .map(|s| PyString::intern(py, s).unbind())
+                    .collect(),
+                encode: own
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, s)| (s, i as u64))
+                    .collect(),
             }
         }
         "array" => Node::Array(Box::new(build(&item(t, 1)?)?), item(t, 2)?.extract()?),
@@ -121,7 +128,10 @@ pub fn build(plan: &Bound<'_, PyAny>) -> PyResult<Node> {
             for r in item(t, 1)?.try_iter()? {
                 let r = r?;
                 let r = r.downcast::<PyTuple>()?;
-                reads.push((build(&item(r, 0)?)?, item(r, 1)?.extract::<Option<usize>>()?));
+                reads.push((
+                    build(&item(r, 0)?)?,
+                    item(r, 1)?.extract::<Option<usize>>()?,
+                ));
             }
             let mut outs = Vec::new();
             let mut slots = 0;
@@ -141,7 +151,11 @@ pub fn build(plan: &Bound<'_, PyAny>) -> PyResult<Node> {
             }
             Node::Resolve(reads, outs, slots)
         }
-        other => return Err(PyValueError::new_err(format!("unknown plan node {other:?}"))),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown plan node {other:?}"
+            )))
+        }
     })
 }
 
@@ -223,7 +237,12 @@ impl<'a> Reader<'a> {
     #[inline]
     pub fn double(&mut self) -> R<f64> {
         let end = self.p.checked_add(8).ok_or(Fail)?;
-        let b: [u8; 8] = self.d.get(self.p..end).ok_or(Fail)?.try_into().map_err(|_| Fail)?;
+        let b: [u8; 8] = self
+            .d
+            .get(self.p..end)
+            .ok_or(Fail)?
+            .try_into()
+            .map_err(|_| Fail)?;
         self.p = end;
         Ok(f64::from_le_bytes(b))
     }
@@ -267,7 +286,12 @@ fn blocks(r: &mut Reader<'_>, size: u64, mut each: impl FnMut(&mut Reader<'_>) -
     Ok(())
 }
 
-pub fn copy_default(py: Python<'_>, v: &PyObject, mutable: bool, deepcopy: &PyObject) -> R<PyObject> {
+pub fn copy_default(
+    py: Python<'_>,
+    v: &PyObject,
+    mutable: bool,
+    deepcopy: &PyObject,
+) -> R<PyObject> {
     if mutable {
         Ok(deepcopy.call1(py, (v,))?)
     } else {
@@ -385,7 +409,13 @@ fn exact_i64(v: &Bound<'_, PyAny>) -> R<i64> {
 pub fn encode(n: &Node, v: &Bound<'_, PyAny>, out: &mut Vec<u8>) -> R<()> {
     let py = v.py();
     match n {
-        Node::Str => put_bytes(out, v.downcast::<PyString>().map_err(|_| Fail)?.to_str()?.as_bytes()),
+        Node::Str => put_bytes(
+            out,
+            v.downcast::<PyString>()
+                .map_err(|_| Fail)?
+                .to_str()?
+                .as_bytes(),
+        ),
         Node::Bytes => {
             if let Ok(b) = v.downcast_exact::<PyBytes>() {
                 put_bytes(out, b.as_bytes());
@@ -483,14 +513,21 @@ pub struct Codec {
 impl Codec {
     #[new]
     fn new(plan: &Bound<'_, PyAny>, prefix: Vec<u8>, deepcopy: PyObject) -> PyResult<Self> {
-        Ok(Codec { node: build(plan)?, prefix, deepcopy })
+        Ok(Codec {
+            node: build(plan)?,
+            prefix,
+            deepcopy,
+        })
     }
 
     /// The value in ``data[pos:]`` (which must be all of it), or None: let Python decode it.
     #[pyo3(signature = (data, pos=0))]
     fn decode(&self, py: Python<'_>, data: &Bound<'_, PyAny>, pos: usize) -> PyObject {
-        let Ok(b) = data.downcast_exact::<PyBytes>() else { return py.None() };
-        self.decode_bytes(py, b.as_bytes(), pos).unwrap_or_else(|_| py.None())
+        let Ok(b) = data.downcast_exact::<PyBytes>() else {
+            return py.None();
+        };
+        self.decode_bytes(py, b.as_bytes(), pos)
+            .unwrap_or_else(|_| py.None())
     }
 
     /// The prefix and the body of ``value``, or None: let Python encode it (or name its error).

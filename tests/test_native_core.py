@@ -1,0 +1,285 @@
+"""The native decide against its specification, the Python governor (claimgraph.core).
+
+Each command stream runs through two governors side by side, one deciding with
+:func:`claimgraph.core.governor.decide` and one with :func:`claimgraph.native.decide.decide`
+(native where it covers the command, Python for the rest), each folding its own decisions:
+every decision must have the same keys in the same order and the same bytes, and both states
+the same canonical digest (core.snapshot). The strategies' mixed streams exercise the
+declines; the hot streams below are what ingest sees (assert, deny, retract by writers) and
+mostly run natively, with unicode ids, evidence, properties and based_on_version. Under
+``CI=true`` these tests fail if the native module is not loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from claimgraph.core.governor import decide as python_decide
+from claimgraph.core.snapshot import state_digest
+from claimgraph.core.state import GraphState
+from claimgraph.core.wire import encode_command, encode_decision
+from claimgraph.native import decide as native
+from claimgraph.native.codec import native_codecs
+from tests.native_support import require_native, typed
+from tests.strategies import GRAPH, T0, Stream, publish, stream_of, streams
+
+pytestmark = pytest.mark.usefixtures("_native")
+
+
+@pytest.fixture
+def _native() -> None:
+    require_native()
+
+
+def run_both(records: list[bytes], times: list[int], every: int = 8) -> tuple[int, int]:
+    """Decide ``records`` with both cores; compare decisions and state digests as they go.
+
+    Returns (decided natively, declined) for this stream.
+    """
+    py, nat = GraphState(GRAPH), GraphState(GRAPH)
+    before = sum(native.DECIDED.values()), sum(native.DECLINED.values())
+    for i, (record, now) in enumerate(zip(records, times, strict=True)):
+        expected = python_decide(py, record, i, now)
+        got = native.decide(nat, record, i, now)
+        assert list(got) == list(expected), f"keys differ at {i}"
+        assert typed(got) == typed(expected), f"decision {i} differs: {got} != {expected}"
+        raw = encode_decision(expected)
+        assert encode_decision(got) == raw
+        nc = native_codecs()
+        assert nc is not None and nc.writers["decision"].encode(got) == raw
+        py.evolve(expected, i, raw)
+        nat.evolve(got, i, raw)
+        if i % every == 0:
+            assert state_digest(nat) == state_digest(py)
+    assert state_digest(nat) == state_digest(py)
+    assert native.DECLINED["error"] == 0, "the native path failed on a Python error"
+    return (
+        sum(native.DECIDED.values()) - before[0],
+        sum(native.DECLINED.values()) - before[1],
+    )
+
+
+def test_the_native_core_is_loaded_on_ci() -> None:
+    from claimgraph import native as n
+
+    assert n.which() == "native"
+    assert native._hot() is not None
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams())
+def test_mixed_streams_decide_the_same(s: Stream) -> None:
+    """The strategies' streams: conflicts, grants, resolves, garbage (mostly declined)."""
+    run_both(list(s.records), list(s.times))
+
+
+# -- hot streams: what ingest sees ----------------------------------------------------------
+
+_IDS = ("n0", "n1", "n2", "ñ3", "節点")
+_AGENTS = ("w1", "w2", "w3", "wé")
+_TEXT = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), max_codepoint=0x2FFF), max_size=12
+)
+
+
+def _hot_schema(cardinality: str, policy: str) -> dict[str, Any]:
+    return {
+        "principals": {"admins": ["admin"], "resolvers": ["judge"]},
+        "node_types": ["svc", "env"],
+        "edge_types": [
+            {
+                "name": "runs_in",
+                "subject": "svc",
+                "object": "env",
+                "writers": [{"agent": "w*"}],
+                "cardinality": cardinality,
+                "conflict_policy": policy,
+            },
+            {
+                "name": "peer",
+                "subject": "svc",
+                "object": "svc",
+                "writers": [{"agent": "w1", "task": "t1"}],
+                "cardinality": "many-to-many",
+                "conflict_policy": "last-write-wins-with-timestamp",
+            },
+        ],
+    }
+
+
+@st.composite
+def hot_streams(draw: st.DrawFn) -> tuple[list[bytes], list[int]]:
+    schema = _hot_schema(
+        draw(st.sampled_from(("many-to-many", "many-to-one", "one-to-one"))),
+        draw(
+            st.sampled_from(
+                (
+                    "last-write-wins-with-timestamp",
+                    "quarantine",
+                    "confidence-weighted-merge",
+                )
+            )
+        ),
+    )
+    commands: list[dict[str, Any]] = [publish("s0", schema)]
+    claims: list[tuple[str, str]] = []
+    for i in range(draw(st.integers(1, 40))):
+        cid = draw(st.sampled_from((f"c{i}", f"c{i}", f"c{i}", "c0", f"ç{i}")))
+        agent = draw(st.sampled_from(_AGENTS))
+        if claims and draw(st.integers(0, 5)) == 0:
+            target, owner = draw(st.sampled_from(claims))
+            who = owner if draw(st.integers(0, 3)) else agent
+            commands.append(
+                {
+                    "type": "retract",
+                    "command_id": cid,
+                    "graph": GRAPH,
+                    "agent": who,
+                    "task": "t1",
+                    "run_id": None,
+                    "claim_id": target,
+                    "reason": draw(_TEXT),
+                }
+            )
+            continue
+        edge = draw(st.sampled_from(("runs_in", "runs_in", "runs_in", "peer")))
+        commands.append(
+            {
+                "type": "claim",
+                "command_id": cid,
+                "graph": GRAPH,
+                "agent": agent,
+                "task": draw(st.sampled_from(("t1", "t2", ""))),
+                "run_id": draw(st.sampled_from((None, "r1", "rün"))),
+                "edge_type": edge,
+                "subject_type": "svc",
+                "subject_id": draw(st.sampled_from(_IDS)),
+                "object_type": "env" if edge == "runs_in" else "svc",
+                "object_id": draw(st.sampled_from(_IDS)),
+                "polarity": draw(st.sampled_from(("assert", "assert", "deny"))),
+                "confidence": draw(st.sampled_from((1.0, 0.5, 0.0, 0.123456789))),
+                "evidence": draw(st.lists(_TEXT, max_size=3)),
+                "reasoning": draw(_TEXT),
+                "asserted_at": T0 + draw(st.integers(0, 20)),
+                "based_on_version": draw(st.none() | st.integers(-1, i + 2)),
+                "properties": draw(st.dictionaries(_TEXT, _TEXT, max_size=3)),
+            }
+        )
+        claims.append((cid, agent))
+    records = [encode_command(c) for c in commands]  # type: ignore[arg-type]
+    times = [T0 + i for i in range(len(records))]
+    return records, times
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hot_streams())
+def test_hot_streams_decide_the_same(stream: tuple[list[bytes], list[int]]) -> None:
+    run_both(*stream)
+
+
+def test_hot_streams_run_mostly_natively() -> None:
+    """The covered cases are really taken natively: a plain stream of new claims, updates
+    and retracts of one's own claims is decided natively except the schema's publish."""
+    schema = _hot_schema("many-to-one", "last-write-wins-with-timestamp")
+    commands = []
+    for i in range(60):
+        svc = f"s{i % 20}"
+        cmd = {
+            "type": "claim",
+            "command_id": f"c{i}",
+            "graph": GRAPH,
+            "agent": "w1",
+            "task": "t1",
+            "run_id": None,
+            "edge_type": "runs_in",
+            "subject_type": "svc",
+            "subject_id": svc,
+            "object_type": "env",
+            "object_id": f"e{i % 3}",
+            "polarity": "assert",
+            "confidence": 1.0,
+            "evidence": ["log#1"],
+            "reasoning": "seen",
+            "asserted_at": T0 + i,
+            "based_on_version": None,
+            "properties": {"z": "1", "a": "2"},
+        }
+        commands.append(cmd)
+    commands.append(
+        {
+            "type": "retract",
+            "command_id": "r1",
+            "graph": GRAPH,
+            "agent": "w1",
+            "task": "t1",
+            "run_id": None,
+            "claim_id": "c59",
+            "reason": "gone",
+        }
+    )
+    s = stream_of(schema, commands)
+    native.reset_counts()
+    decided, declined = run_both(list(s.records), list(s.times))
+    assert (decided, declined) == (61, 1)
+    assert native.DECLINED == {"no_schema": 1}
+    assert native.DECIDED == {"claim": 60, "retract": 1}
+
+
+def test_declines_are_named() -> None:
+    """Conflicts, refusals and other command kinds go to Python, each counted by its reason."""
+    schema = _hot_schema("many-to-one", "quarantine")
+    c = {
+        "type": "claim",
+        "graph": GRAPH,
+        "task": "t1",
+        "run_id": None,
+        "edge_type": "runs_in",
+        "subject_type": "svc",
+        "subject_id": "s",
+        "object_type": "env",
+        "polarity": "assert",
+        "confidence": 1.0,
+        "evidence": [],
+        "reasoning": "",
+        "asserted_at": T0,
+        "based_on_version": None,
+        "properties": {},
+    }
+    commands = [
+        {**c, "command_id": "a", "agent": "w1", "object_id": "prod"},  # native: new
+        {**c, "command_id": "b", "agent": "w2", "object_id": "dev"},  # slot conflict
+        {**c, "command_id": "a", "agent": "w1", "object_id": "x"},  # duplicate id
+        {**c, "command_id": "d", "agent": "rogue", "object_id": "x"},  # unauthorised
+    ]
+    s = stream_of(schema, commands)
+    native.reset_counts()
+    run_both(list(s.records), list(s.times), every=1)
+    assert native.DECIDED == {"claim": 1}
+    assert native.DECLINED == {"no_schema": 1, "conflict": 1, "refused": 1, "grant": 1}
+
+
+def test_the_chain_fields_are_python_s() -> None:
+    """command_sha256 is the SHA-256 of the record; prev_hash the chain before it."""
+    from claimgraph import native as n
+
+    assert n.module is not None
+    for data in (b"", b"abc", bytes(range(256)) * 5, b"x" * 55, b"x" * 56, b"x" * 64):
+        assert n.module.sha256_hex(data) == hashlib.sha256(data).hexdigest()
+
+
+def test_legacy_graphs_decide_in_python() -> None:
+    """A graph under rules revision 1 is decided by Python (its rules are not ported)."""
+    state = GraphState(GRAPH)
+    state.rules = 1
+    native.reset_counts()
+    record = encode_command(publish("s0", _hot_schema("many-to-many", "quarantine")))  # type: ignore[arg-type]
+    d = native.decide(state, record, 0, T0)
+    assert d["rules"] == 1
+    assert native.DECLINED == {"rules": 1}
+    assert json.dumps(native.DECIDED) == "{}"
