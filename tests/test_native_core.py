@@ -1,12 +1,14 @@
 """The native decide against its specification, the Python governor (claimgraph.core).
 
 Each command stream runs through two governors side by side, one deciding with
-:func:`claimgraph.core.governor.decide` and one with :func:`claimgraph.native.decide.decide`
-(native where it covers the command, Python for the rest), each folding its own decisions:
-every decision must have the same keys in the same order and the same bytes, and both states
-the same canonical digest (core.snapshot). The strategies' mixed streams exercise the
-declines; the hot streams below are what ingest sees (assert, deny, retract by writers) and
-mostly run natively, with unicode ids, evidence, properties and based_on_version. Under
+:func:`claimgraph.core.governor.decide` and folding with ``GraphState.evolve``, one with
+:func:`claimgraph.native.decide.decide` and :func:`~claimgraph.native.decide.evolve` (native
+where they cover the command or decision, Python for the rest): every decision must have the
+same keys in the same order and the same bytes, every fold the same ``Changes``, and both
+states the same canonical digest (core.snapshot) as they go. The strategies' mixed streams
+exercise the declines; the hot streams below are what ingest sees (assert, deny, retract by
+writers) and mostly run natively, with unicode ids, evidence, properties and
+based_on_version. Under
 ``CI=true`` these tests fail if the native module is not loaded.
 """
 
@@ -53,8 +55,9 @@ def run_both(records: list[bytes], times: list[int], every: int = 8) -> tuple[in
         assert encode_decision(got) == raw
         nc = native_codecs()
         assert nc is not None and nc.writers["decision"].encode(got) == raw
-        py.evolve(expected, i, raw)
-        nat.evolve(got, i, raw)
+        ch_py = py.evolve(expected, i, raw)
+        ch_nat = native.evolve(nat, got, i, raw)
+        assert ch_nat == ch_py, f"changes of {i} differ"
         if i % every == 0:
             assert state_digest(nat) == state_digest(py)
     assert state_digest(nat) == state_digest(py)
@@ -229,6 +232,7 @@ def test_hot_streams_run_mostly_natively() -> None:
     assert (decided, declined) == (61, 1)
     assert native.DECLINED == {"no_schema": 1}
     assert native.DECIDED == {"claim": 60, "retract": 1}
+    assert native.FOLDED == {"claim": 60, "retract": 1}
 
 
 def test_declines_are_named() -> None:
@@ -269,8 +273,11 @@ def test_the_chain_fields_are_python_s() -> None:
     from claimgraph import native as n
 
     assert n.module is not None
-    for data in (b"", b"abc", bytes(range(256)) * 5, b"x" * 55, b"x" * 56, b"x" * 64):
-        assert n.module.sha256_hex(data) == hashlib.sha256(data).hexdigest()
+    for size in (*range(130), 1000, 4096):
+        data = bytes((i * 7 + size) & 0xFF for i in range(size))
+        expected = hashlib.sha256(data).hexdigest()
+        assert n.module.sha256_hex(data) == expected  # the CPU's SHA extensions, where present
+        assert n.module.sha256_hex(data, True) == expected  # and without
 
 
 def test_legacy_graphs_decide_in_python() -> None:
@@ -283,3 +290,43 @@ def test_legacy_graphs_decide_in_python() -> None:
     assert d["rules"] == 1
     assert native.DECLINED == {"rules": 1}
     assert json.dumps(native.DECIDED) == "{}"
+
+
+# -- the runtimes: what the native path decides, the Python core verifies -----------------
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=hot_streams())
+def test_the_embedded_runtime_decides_natively_and_verifies(
+    tmp_path_factory: pytest.TempPathFactory, stream: tuple[list[bytes], list[int]]
+) -> None:
+    """A graph's commands decided by the embedded runtime (native where covered) re-decide,
+    byte for byte, under the Python core (``verify``), and re-project to the same rows
+    (``audit``); the state it folded is the Python core's."""
+    import claimgraph
+    from claimgraph.service.audit import audit, verify
+
+    records, _ = stream
+    g = claimgraph.open(tmp_path_factory.mktemp("g"), create=True, graph=GRAPH)
+    try:
+
+        def seen() -> int:
+            return sum(native.DECIDED.values()) + sum(native.DECLINED.values())
+
+        before = seen()
+        g.append(records)
+        assert g.process() == len(records)
+        assert seen() - before == len(records)  # every command went by the native path
+        assert verify(g).decisions == len(records)
+        audit(g)
+        py = GraphState(GRAPH)
+        logged = g.logs.decisions.read(0, len(records))
+        for i, rec in enumerate(g.logs.commands.read(0, len(records))):
+            d = python_decide(py, rec.value, rec.offset, rec.timestamp)
+            assert encode_decision(d) == logged[i].value
+            py.evolve(d, i, logged[i].value)
+        runtime = g._runtime
+        assert runtime is not None
+        assert state_digest(runtime.state) == state_digest(py)
+    finally:
+        g.close()

@@ -10,7 +10,7 @@ core (no I/O: this is the per-command CPU the issue budgets), with
 
 * ``python``: ``core.governor.decide`` + ``core.wire.encode_decision`` + ``GraphState.evolve``;
 * ``native``: ``native.decide.decide`` (native where it covers the command) + the native
-  decision encoder + the same Python fold.
+  decision encoder + ``native.decide.evolve`` (native where it covers the decision).
 
 Runs alternate (python, native, python, ...) so load on a shared machine hits both alike;
 each figure is min / median / max of the runs, in CPU seconds of this process. The native
@@ -54,13 +54,14 @@ def run(records: list[bytes], core: str) -> tuple[float, str, str]:
     encode: Callable[[Any], bytes] = (
         wire.encode_decision if core == "python" else codec.encode_decision
     )
+    evolve: Callable[..., Any] = GraphState.evolve if core == "python" else native_decide.evolve
     state = GraphState(GRAPH)
     h = hashlib.sha256()
     t0 = time.process_time()
     for i, record in enumerate(records):
         d = decide(state, record, i, 1_700_000_000_000 + i)
         raw = encode(d)
-        state.evolve(d, i, raw)
+        evolve(state, d, i, raw)
         h.update(raw)
     cpu = time.process_time() - t0
     return cpu, h.hexdigest(), state_digest(state)
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     n = len(records)
     times: dict[str, list[float]] = {"python": [], "native": []}
     digests: dict[str, set[tuple[str, str]]] = {"python": set(), "native": set()}
-    share = 0.0
+    share = folded = 0.0
     declined: dict[str, int] = {}
     for _ in range(a.runs):
         for core in ("python", "native"):
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             if core == "native":
                 share = native_decide.native_share()
                 declined = dict(native_decide.DECLINED.most_common())
+                folded = sum(native_decide.FOLDED.values()) / n
     same = digests["python"] == digests["native"] and len(digests["python"]) == 1
     # the codec alone: decode every command, encode every decision
     state = GraphState(GRAPH)
@@ -152,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         f"| native | {us(times['native'], n)} | {rate(times['native'])} |",
         "",
         f"Speedup (median): **{speed:.2f}×**. Decided natively: **{share:.1%}** of commands; "
-        f"declined to Python by reason: {declined}.",
+        f"declined to Python by reason: {declined}. Folded natively: **{folded:.1%}**.",
         f"Same decision bytes and state digest in every run: **{'yes' if same else 'NO'}**.",
         "",
         "| codec (µs per record) | python | native |",

@@ -145,3 +145,12 @@ def encode_old(header: bytes, value: Any) -> bytes | None:
     writer = nc.old_writers.get(header)
     out: bytes | None = None if writer is None else writer.encode(value)
     return out
+
+
+if module is None:  # the pure core: the Python functions themselves, with no wrapper
+    decode_command = wire.decode_command
+    decode_decision = wire.decode_decision
+    decode_run_event = wire.decode_run_event
+    encode_command = wire.encode_command
+    encode_decision = wire.encode_decision
+    encode_run_event = wire.encode_run_event

@@ -11,20 +11,32 @@ what fraction ran natively. Both give the same decision, key for key.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 from claimgraph.core.governor import decide as python_decide
 from claimgraph.core.governor.revisions import CURRENT
 from claimgraph.core.model import Decision
-from claimgraph.core.state import GraphState
+from claimgraph.core.state import Changes, GraphState
 from claimgraph.native import module
 from claimgraph.native.codec import native_codecs
 
-__all__ = ["DECIDED", "DECLINED", "decide", "native_share", "reset_counts"]
+__all__ = [
+    "DECIDED",
+    "DECLINED",
+    "FOLDED",
+    "FOLD_DECLINED",
+    "decide",
+    "evolve",
+    "native_share",
+    "reset_counts",
+]
 
 DECIDED: Counter[str] = Counter()  # command type → decided natively
 DECLINED: Counter[str] = Counter()  # why the native path handed a command to Python
+FOLDED: Counter[str] = Counter()  # command type → folded natively
+FOLD_DECLINED: Counter[str] = Counter()  # why the native fold handed a decision to Python
 
 
 @cache
@@ -55,7 +67,7 @@ def _precheck(state: GraphState, rules: int | None, partition: int | None) -> st
     return None
 
 
-def decide(
+def _decide(
     state: GraphState,
     data: bytes,
     input_offset: int,
@@ -78,6 +90,52 @@ def decide(
     return python_decide(state, data, input_offset, log_time, rules=rules, partition=partition)
 
 
+decide: Callable[..., Decision] = _decide if module is not None else python_decide
+"""``decide(state, data, input_offset, log_time, *, rules=None, partition=None)``: natively
+where the native path covers the command; without the native module, the Python governor's
+own function (no wrapper)."""
+
+
+@cache
+def _fold() -> Any:
+    if module is None:
+        return None
+    from claimgraph.core import entities
+
+    return module.Fold(
+        entities.ClaimState,
+        entities.EdgeState,
+        entities.Changes,
+        entities._CONF,
+    )
+
+
+def _evolve(state: GraphState, d: Decision, version: int, raw: bytes | None = None) -> Changes:
+    """``state.evolve(d, version, raw)``, natively for the decisions the native fold covers."""
+    if raw is not None:
+        ch, why = _fold().evolve(state, d, version, raw)
+        if ch is not None:
+            FOLDED[d["command_type"]] += 1
+            changes: Changes = ch
+            return changes
+    else:
+        why = "raw"
+    FOLD_DECLINED[why] += 1
+    return state.evolve(d, version, raw)
+
+
+def _python_evolve(
+    state: GraphState, d: Decision, version: int, raw: bytes | None = None
+) -> Changes:
+    return state.evolve(d, version, raw)
+
+
+evolve: Callable[..., Changes] = _evolve if module is not None else _python_evolve
+"""``evolve(state, d, version, raw=None)``: :meth:`GraphState.evolve`, natively where the
+native fold covers the decision (an accepted claim without a conflict, a retraction of a
+visible claim); the same state changes and the same :class:`Changes`."""
+
+
 def native_share() -> float:
     """The fraction of commands decided natively since the counts were last reset."""
     done = sum(DECIDED.values())
@@ -88,3 +146,5 @@ def native_share() -> float:
 def reset_counts() -> None:
     DECIDED.clear()
     DECLINED.clear()
+    FOLDED.clear()
+    FOLD_DECLINED.clear()
