@@ -60,13 +60,14 @@ kafka-fetch: $(STAMP)
 kafka: kafka-fetch
 	$(BIN)/python tools/kafka_broker.py start
 
-bench: $(STAMP) kafka-fetch
+bench: $(STAMP) $(NATIVE_STAMP) kafka-fetch
 	$(BIN)/python tools/bench.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_kafka.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_http.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_versions.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_chain.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_agents.py --out BENCHMARKS.md
+	$(BIN)/python tools/bench_native.py --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench-data test-artifacts
