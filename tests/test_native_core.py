@@ -330,3 +330,41 @@ def test_the_embedded_runtime_decides_natively_and_verifies(
         assert state_digest(runtime.state) == state_digest(py)
     finally:
         g.close()
+
+
+@pytest.mark.parametrize(
+    "at",
+    [1, 951_782_400_000, 951_868_799_999, 4_102_444_800_000, 253_402_300_799_999, T0],
+    ids=["epoch", "leap-day", "leap-day-end", "2100", "9999", "T0"],
+)
+def test_older_claims_are_conflicted_natively(at: int) -> None:
+    """Last-write-wins: a claim older than the standing one is conflicted, natively, with
+    Python's ISO 8601 times in its detail (leap days, centuries, the last ms of year 9999)."""
+    schema = _hot_schema("many-to-one", "last-write-wins-with-timestamp")
+    base = {
+        "type": "claim",
+        "graph": GRAPH,
+        "agent": "w1",
+        "task": "t1",
+        "run_id": None,
+        "edge_type": "runs_in",
+        "subject_type": "svc",
+        "subject_id": "s",
+        "object_type": "env",
+        "object_id": "prod",
+        "polarity": "assert",
+        "confidence": 1.0,
+        "evidence": [],
+        "reasoning": "",
+        "based_on_version": None,
+        "properties": {},
+    }
+    commands = [
+        {**base, "command_id": "new", "asserted_at": at},
+        {**base, "command_id": "old", "asserted_at": at - 1, "object_id": "dev"},
+    ]
+    s = stream_of(schema, commands)
+    native.reset_counts()
+    run_both(list(s.records), list(s.times), every=1)
+    assert native.DECIDED == {"claim": 2}
+    assert native.FOLDED == {"claim": 2}

@@ -1,5 +1,6 @@
 //! The hot path of ``claimgraph.core.governor.decide``: ``assert``, ``deny`` and ``retract``
-//! under the current rules revision, when they are accepted (or retired) without a conflict.
+//! under the current rules revision, when they are accepted (or retired) without a conflict,
+//! or (last-write-wins) conflicted by a newer claim that stands.
 //!
 //! It reads the Python ``GraphState`` as it is and builds the decision dict Python would
 //! build, key for key. Every other case — a refusal, a conflict, a stale claim, a grant, a
@@ -90,6 +91,42 @@ fn dict<'py>(v: Bound<'py, PyAny>) -> D<Bound<'py, PyDict>> {
 
 fn same(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> D<bool> {
     Ok(a.eq(b)?)
+}
+
+/// What a rule decided: the fields of the decision it fills in.
+struct Outcome<'py> {
+    kind: &'static str,
+    reason: &'static str,
+    detail: String,
+    claim: Option<Bound<'py, PyDict>>,
+    target: Option<Bound<'py, PyAny>>,
+    supersedes: Vec<String>,
+    conflicts_with: Vec<String>,
+}
+
+/// ``governance.iso_utc``: ms since the epoch as ISO 8601 UTC (years 1970-9999; else Python).
+fn iso_utc(ms: i64) -> D<String> {
+    if !(0..253_402_300_800_000).contains(&ms) {
+        return Err(Decline("time"));
+    }
+    let (secs, rem) = (ms / 1000, ms % 1000);
+    let (days, sod) = (secs / 86_400, secs % 86_400);
+    // civil_from_days (H. Hinnant): the proleptic Gregorian date of a day count
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    Ok(format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{rem:03}Z",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    ))
 }
 
 #[pyclass(frozen, module = "claimgraph_native")]
@@ -195,13 +232,21 @@ impl Hot {
         } else {
             self.retract(py, &st, &c, &agent)?
         };
-        let (kind, reason, detail, claim, target, supersedes) = d;
+        let Outcome {
+            kind,
+            reason,
+            detail,
+            claim,
+            target,
+            supersedes,
+            conflicts_with,
+        } = d;
 
         // new_decision, filled in by the rule; then decide(): the chain fields, fitting()
         let n = 4 * raw.len()
             + 4 * (chars(&detail) + chars(text(&graph)?.to_str()?))
             + 4096
-            + 1050 * supersedes.len();
+            + 1050 * (supersedes.len() + conflicts_with.len());
         if n > LIMIT_DECISION_BYTES {
             return Err(Decline("large"));
         }
@@ -239,7 +284,10 @@ impl Hot {
             target.map_or_else(|| none.clone_ref(py), |x| x.unbind()),
         )?;
         out.set_item(intern!(py, "conflict_id"), &none)?;
-        out.set_item(intern!(py, "conflicts_with"), PyList::empty(py))?;
+        out.set_item(
+            intern!(py, "conflicts_with"),
+            PyList::new(py, &conflicts_with)?,
+        )?;
         out.set_item(intern!(py, "supersedes"), PyList::new(py, &supersedes)?)?;
         out.set_item(intern!(py, "withheld"), PyList::empty(py))?;
         out.set_item(intern!(py, "released"), PyList::empty(py))?;
@@ -260,8 +308,8 @@ impl Hot {
         Ok(out)
     }
 
-    /// ``claims.claim`` where it accepts without a conflict: (kind, reason, detail, claim record,
-    /// target, supersedes).
+    /// ``claims.claim`` where it accepts without a conflict, or (last-write-wins) finds a newer
+    /// claim standing.
     #[allow(clippy::too_many_arguments, clippy::type_complexity)]
     fn claim<'py>(
         &self,
@@ -272,14 +320,7 @@ impl Hot {
         agent: &Bound<'py, PyAny>,
         task: &Bound<'py, PyAny>,
         _size: usize,
-    ) -> D<(
-        &'static str,
-        &'static str,
-        String,
-        Option<Bound<'py, PyDict>>,
-        Option<Bound<'py, PyAny>>,
-        Vec<String>,
-    )> {
+    ) -> D<Outcome<'py>> {
         // check_claim_fields
         let names = [
             "edge_type",
@@ -489,6 +530,7 @@ impl Hot {
         }
         let policy = et.getattr(intern!(py, "conflict_policy"))?;
         let lww = text(&policy)?.to_str()? == "last-write-wins-with-timestamp";
+        let mut newer: Vec<(String, i64)> = Vec::new();
         let supersedes: Vec<String> = if lww {
             let mut all = own.clone();
             all.extend(opposing.iter().cloned());
@@ -499,7 +541,7 @@ impl Hot {
                     .map(|(_, t)| *t)
                     .ok_or(Decline("error"))?;
                 if t > ts {
-                    return Err(Decline("older")); // conflicted: the newer claim stands
+                    newer.push((x.clone(), t));
                 }
             }
             all
@@ -510,27 +552,35 @@ impl Hot {
             own
         };
 
-        // base.accept
-        let (reason, detail) = if !supersedes.is_empty() {
-            let mut d = format!(
-                "supersedes {}",
-                supersedes[..supersedes.len().min(5)].join(", ")
+        // base.accept, or (last-write-wins) conflicted: the newer claim stands
+        let (kind, reason, detail, supersedes, conflicts_with) =
+            if let Some((first, t)) = newer.first() {
+                let detail = format!(
+                "asserted_at {} is older than the current claim {} ({}); the newer claim stands",
+                iso_utc(ts)?,
+                first,
+                iso_utc(*t)?
             );
-            if supersedes.len() > 5 {
-                d.push_str(&format!(" and {} more", supersedes.len() - 5));
-            }
-            ("supersedes", d)
-        } else if !agreeing.is_empty() {
-            (
-                "corroborates",
-                format!(
+                let ids = newer.into_iter().map(|(i, _)| i).collect();
+                ("conflicted", "older_than_current", detail, Vec::new(), ids)
+            } else if !supersedes.is_empty() {
+                let mut d = format!(
+                    "supersedes {}",
+                    supersedes[..supersedes.len().min(5)].join(", ")
+                );
+                if supersedes.len() > 5 {
+                    d.push_str(&format!(" and {} more", supersedes.len() - 5));
+                }
+                ("accepted", "supersedes", d, supersedes, Vec::new())
+            } else if !agreeing.is_empty() {
+                let d = format!(
                     "agrees with {}",
                     agreeing[..agreeing.len().min(5)].join(", ")
-                ),
-            )
-        } else {
-            ("new", String::new())
-        };
+                );
+                ("accepted", "corroborates", d, supersedes, Vec::new())
+            } else {
+                ("accepted", "new", String::new(), supersedes, Vec::new())
+            };
 
         // claims.claim_record
         let rec = PyDict::new(py);
@@ -553,7 +603,15 @@ impl Hot {
             props_out.set_item(k, v)?;
         }
         rec.set_item(intern!(py, "properties"), props_out)?;
-        Ok(("accepted", reason, detail, Some(rec), None, supersedes))
+        Ok(Outcome {
+            kind,
+            reason,
+            detail,
+            claim: Some(rec),
+            target: None,
+            supersedes,
+            conflicts_with,
+        })
     }
 
     /// ``lifecycle.retract`` of a visible claim by its owner.
@@ -564,14 +622,7 @@ impl Hot {
         st: &St<'py>,
         c: &Bound<'py, PyDict>,
         agent: &Bound<'py, PyAny>,
-    ) -> D<(
-        &'static str,
-        &'static str,
-        String,
-        Option<Bound<'py, PyDict>>,
-        Option<Bound<'py, PyAny>>,
-        Vec<String>,
-    )> {
+    ) -> D<Outcome<'py>> {
         let target = get(c, intern!(py, "claim_id"))?;
         check_id(&target, false)?;
         let reason = get(c, intern!(py, "reason"))?;
@@ -585,13 +636,14 @@ impl Hot {
             return Err(Decline("not_visible"));
         }
         let detail: String = text(&reason)?.to_str()?.chars().take(200).collect();
-        Ok((
-            "retired",
-            "retracted",
+        Ok(Outcome {
+            kind: "retired",
+            reason: "retracted",
             detail,
-            None,
-            Some(target),
-            Vec::new(),
-        ))
+            claim: None,
+            target: Some(target),
+            supersedes: Vec::new(),
+            conflicts_with: Vec::new(),
+        })
     }
 }

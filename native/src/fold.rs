@@ -1,5 +1,6 @@
 //! The hot path of ``claimgraph.core.state.GraphState.evolve``: an accepted claim without a
-//! conflict (it shows, and may supersede visible claims) and the retirement of a visible claim.
+//! conflict (it shows, and may supersede visible claims), a claim conflicted by a newer one
+//! (stored as lost), and the retirement of a visible claim.
 //!
 //! It mutates the Python ``GraphState`` exactly as ``evolve`` does, in the same order (dict
 //! insertion order is part of the state's canonical encoding), and returns the same
@@ -283,7 +284,8 @@ impl Fold {
             .as_bytes();
         let kind = s(&item(d, intern!(py, "kind"))?)?;
         let ctype = s(&item(d, intern!(py, "command_type"))?)?;
-        let is_claim = ctype == "claim" && kind == "accepted";
+        let lost = ctype == "claim" && kind == "conflicted"; // stored, shown nowhere
+        let is_claim = ctype == "claim" && (kind == "accepted" || lost);
         let is_retract = ctype == "retract" && kind == "retired";
         if !(is_claim || is_retract) {
             return Err(Decline("kind"));
@@ -446,7 +448,11 @@ impl Fold {
                         }
                     }
                 }
-                run.show(&id, &cs, &key, asserts)?;
+                if lost {
+                    run.ch_claims.push((id.clone(), LOST));
+                } else {
+                    run.show(&id, &cs, &key, asserts)?;
+                }
             }
             for c in &supersedes {
                 run.hide(c, SUPERSEDED)?;
