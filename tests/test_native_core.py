@@ -258,14 +258,15 @@ def test_declines_are_named() -> None:
     commands = [
         {**c, "command_id": "a", "agent": "w1", "object_id": "prod"},  # native: new
         {**c, "command_id": "b", "agent": "w2", "object_id": "dev"},  # slot conflict
-        {**c, "command_id": "a", "agent": "w1", "object_id": "x"},  # duplicate id
+        {**c, "command_id": "a", "agent": "w1", "object_id": "x"},  # duplicate id: native
         {**c, "command_id": "d", "agent": "rogue", "object_id": "x"},  # unauthorised
+        {**c, "command_id": "e", "agent": "w1", "object_id": "x", "graph": "other"},
     ]
     s = stream_of(schema, commands)
     native.reset_counts()
     run_both(list(s.records), list(s.times), every=1)
-    assert native.DECIDED == {"claim": 1}
-    assert native.DECLINED == {"no_schema": 1, "conflict": 1, "refused": 1, "grant": 1}
+    assert native.DECIDED == {"claim": 2}
+    assert native.DECLINED == {"no_schema": 1, "conflict": 1, "grant": 1, "refused": 1}
 
 
 def test_the_chain_fields_are_python_s() -> None:
@@ -368,3 +369,39 @@ def test_older_claims_are_conflicted_natively(at: int) -> None:
     run_both(list(s.records), list(s.times), every=1)
     assert native.DECIDED == {"claim": 2}
     assert native.FOLDED == {"claim": 2}
+
+
+def test_stale_and_duplicate_claims_are_rejected_natively() -> None:
+    """on_stale: reject, and a command id already decided: rejections made and folded
+    natively, as Python makes them (the detail quotes the id as Python's repr does)."""
+    schema = _hot_schema("many-to-one", "last-write-wins-with-timestamp")
+    c = {
+        "type": "claim",
+        "graph": GRAPH,
+        "agent": "w1",
+        "task": "t1",
+        "run_id": None,
+        "edge_type": "runs_in",
+        "subject_type": "svc",
+        "subject_id": "s",
+        "object_type": "env",
+        "polarity": "assert",
+        "confidence": 1.0,
+        "evidence": [],
+        "reasoning": "",
+        "based_on_version": None,
+        "properties": {},
+    }
+    commands = [
+        {**c, "command_id": "a'\"", "object_id": "prod", "asserted_at": T0},
+        {**c, "command_id": "b", "object_id": "dev", "asserted_at": T0 + 1},  # the slot moves
+        {**c, "command_id": "c", "object_id": "qa", "asserted_at": T0 + 2, "based_on_version": 1},
+        {**c, "command_id": "a'\"", "object_id": "qa", "asserted_at": T0 + 3},  # again
+        {**c, "command_id": "ü", "object_id": "qa", "asserted_at": T0 + 4, "based_on_version": 9},
+    ]
+    s = stream_of(schema, commands)
+    native.reset_counts()
+    run_both(list(s.records), list(s.times), every=1)
+    assert native.DECIDED == {"claim": 4}
+    assert native.DECLINED == {"no_schema": 1, "refused": 1}  # a future version: Python's
+    assert native.FOLDED == {"claim": 5}  # every rejection is folded natively

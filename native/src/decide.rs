@@ -104,6 +104,21 @@ struct Outcome<'py> {
     conflicts_with: Vec<String>,
 }
 
+impl Outcome<'_> {
+    /// ``decide_command`` on a ``Refusal``: a rejection with no effect.
+    fn rejected(reason: &'static str, detail: String) -> Self {
+        Outcome {
+            kind: "rejected",
+            reason,
+            detail,
+            claim: None,
+            target: None,
+            supersedes: Vec::new(),
+            conflicts_with: Vec::new(),
+        }
+    }
+}
+
 /// ``governance.iso_utc``: ms since the epoch as ISO 8601 UTC (years 1970-9999; else Python).
 fn iso_utc(ms: i64) -> D<String> {
     if !(0..253_402_300_800_000).contains(&ms) {
@@ -219,17 +234,24 @@ impl Hot {
         }
         let other = state.getattr(intern!(py, "other_commands"))?;
         let other = other.downcast::<PySet>().map_err(|_| Decline("error"))?;
-        if st.claims.contains(&cid)? || other.contains(&cid)? {
-            return Err(Decline("refused"));
-        }
+        let duplicate = st.claims.contains(&cid)? || other.contains(&cid)?;
         let agent = get(&c, intern!(py, "agent"))?;
         let task = get(&c, intern!(py, "task"))?;
-        check_id(&agent, false)?;
-        check_id(&task, true)?;
 
-        let d = if is_claim {
+        let d = if duplicate {
+            // base: refused before the agent and task are looked at
+            let detail = format!(
+                "command {} was already decided; use a new command_id to retry",
+                cid.repr()?.to_str()?
+            );
+            Outcome::rejected("duplicate_command", detail)
+        } else if is_claim {
+            check_id(&agent, false)?;
+            check_id(&task, true)?;
             self.claim(py, &st, &c, &cid, &agent, &task, raw.len())?
         } else {
+            check_id(&agent, false)?;
+            check_id(&task, true)?;
             self.retract(py, &st, &c, &agent)?
         };
         let Outcome {
@@ -458,6 +480,12 @@ impl Hot {
                 }
             }
             if changed > b {
+                let on_stale = et.getattr(intern!(py, "on_stale"))?;
+                if text(&on_stale)?.to_str()? == "reject" {
+                    let detail =
+                        format!("the slot changed after version {b}, which the claim was based on");
+                    return Ok(Outcome::rejected("stale_claim", detail));
+                }
                 return Err(Decline("stale"));
             }
         }

@@ -269,7 +269,56 @@ impl Fold {
     }
 }
 
+/// What ``evolve`` does for every decision: the head, counts, rules, chain and log time.
+fn bookkeeping<'py>(
+    py: Python<'py>,
+    state: &Bound<'py, PyAny>,
+    d: &Bound<'py, PyDict>,
+    version: &Bound<'py, PyAny>,
+    raw: &[u8],
+) -> D<()> {
+    state.setattr(intern!(py, "head"), version)?;
+    let n: i64 = state.getattr(intern!(py, "decisions"))?.extract()?;
+    state.setattr(intern!(py, "decisions"), n + 1)?;
+    state.setattr(intern!(py, "rules"), item(d, intern!(py, "rules"))?)?;
+    let chain = state.getattr(intern!(py, "chain"))?;
+    let chain = chain.downcast::<PyBytes>().map_err(|_| Decline("error"))?;
+    let mut buf = Vec::with_capacity(32 + raw.len());
+    buf.extend_from_slice(chain.as_bytes());
+    buf.extend_from_slice(raw);
+    state.setattr(intern!(py, "chain"), PyBytes::new(py, &sha256(&buf)))?;
+    let log_time = item(d, intern!(py, "log_time"))?;
+    if log_time.gt(state.getattr(intern!(py, "last_log_time"))?)? {
+        state.setattr(intern!(py, "last_log_time"), &log_time)?;
+    }
+    Ok(())
+}
+
 impl Fold {
+    /// ``evolve`` of any rejected decision: bookkeeping, and its command id remembered
+    /// (unless it was rejected as a duplicate).
+    fn rejected<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        d: &Bound<'py, PyDict>,
+        version: &Bound<'py, PyAny>,
+        raw: &[u8],
+    ) -> D<Bound<'py, PyAny>> {
+        let ch = self.changes.bind(py).call0()?;
+        bookkeeping(py, state, d, version, raw)?;
+        let cid = item(d, intern!(py, "command_id"))?;
+        let duplicate = s(&item(d, intern!(py, "reason"))?)? == "duplicate_command";
+        if cid.is_truthy()? && !duplicate {
+            let other = state.getattr(intern!(py, "other_commands"))?;
+            other
+                .downcast::<PySet>()
+                .map_err(|_| Decline("error"))?
+                .add(&cid)?;
+        }
+        Ok(ch)
+    }
+
     fn run<'py>(
         &self,
         py: Python<'py>,
@@ -284,6 +333,11 @@ impl Fold {
             .as_bytes();
         let kind = s(&item(d, intern!(py, "kind"))?)?;
         let ctype = s(&item(d, intern!(py, "command_type"))?)?;
+        if kind == "rejected" {
+            return self
+                .rejected(py, state, d, version, raw)
+                .map_err(|_| Decline("broken"));
+        }
         let lost = ctype == "claim" && kind == "conflicted"; // stored, shown nowhere
         let is_claim = ctype == "claim" && (kind == "accepted" || lost);
         let is_retract = ctype == "retract" && kind == "retired";
@@ -370,20 +424,7 @@ impl Fold {
         let apply = || -> D<Bound<'py, PyAny>> {
             // evolve: the bookkeeping every decision does
             let ch = self.changes.bind(py).call0()?;
-            state.setattr(intern!(py, "head"), version)?;
-            let n: i64 = state.getattr(intern!(py, "decisions"))?.extract()?;
-            state.setattr(intern!(py, "decisions"), n + 1)?;
-            state.setattr(intern!(py, "rules"), item(d, intern!(py, "rules"))?)?;
-            let chain = state.getattr(intern!(py, "chain"))?;
-            let chain = chain.downcast::<PyBytes>().map_err(|_| Decline("error"))?;
-            let mut buf = Vec::with_capacity(32 + raw.len());
-            buf.extend_from_slice(chain.as_bytes());
-            buf.extend_from_slice(raw);
-            state.setattr(intern!(py, "chain"), PyBytes::new(py, &sha256(&buf)))?;
-            let log_time = item(d, intern!(py, "log_time"))?;
-            if log_time.gt(state.getattr(intern!(py, "last_log_time"))?)? {
-                state.setattr(intern!(py, "last_log_time"), &log_time)?;
-            }
+            bookkeeping(py, state, d, version, raw)?;
             let cid = item(d, intern!(py, "command_id"))?;
             if is_retract && cid.is_truthy()? {
                 let other = state.getattr(intern!(py, "other_commands"))?;
