@@ -523,8 +523,9 @@ impl Codec {
     /// The value in ``data[pos:]`` (which must be all of it), or None: let Python decode it.
     #[pyo3(signature = (data, pos=0))]
     fn decode(&self, py: Python<'_>, data: &Bound<'_, PyAny>, pos: usize) -> PyObject {
-        let Ok(b) = data.downcast_exact::<PyBytes>() else {
-            return py.None();
+        let b = match data.downcast_exact::<PyBytes>() {
+            Ok(b) => b,
+            Err(_) => return py.None(),
         };
         self.decode_bytes(py, b.as_bytes(), pos)
             .unwrap_or_else(|_| py.None())

@@ -533,8 +533,9 @@ impl Hot {
         if asserts && !slots.is_empty() {
             let holders = dict(state.getattr(intern!(py, "slot_holder"))?)?;
             for s in &slots {
-                let Some(holder) = holders.get_item(s)? else {
-                    continue;
+                let holder = match holders.get_item(s)? {
+                    Some(h) => h,
+                    None => continue,
                 };
                 if text(&holder)?.to_str()? == key {
                     continue;
