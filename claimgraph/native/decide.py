@@ -1,11 +1,14 @@
 """``decide`` on the native core where it covers the command, else the Python governor.
 
 The native path (:class:`claimgraph_native.Hot`) decides ``assert``, ``deny`` and ``retract``
-commands under the current rules revision when they are accepted (or retired) without a
-conflict — the hot path of ingest. Everything else is declined before or inside it and decided
-by :func:`claimgraph.core.governor.decide`, the specification; each decline is counted by its
-reason in :data:`DECLINED` (and each native decision in :data:`DECIDED`), so a benchmark says
-what fraction ran natively. Both give the same decision, key for key.
+commands under the current rules revision — the hot path of ingest — when they are accepted
+(or retired) without a conflict, conflicted by a newer claim under last-write-wins, or rejected
+as a duplicate command id or (``on_stale: reject``) a stale claim. Everything else is declined
+before or inside it and decided by :func:`claimgraph.core.governor.decide`, the specification;
+each decline is counted by its reason in :data:`DECLINED` (and each native decision in
+:data:`DECIDED`), so a benchmark says what fraction ran natively. Both give the same decision,
+key for key. :func:`evolve` does the same for the fold (:class:`claimgraph_native.Fold`: those
+decisions, and every rejection).
 """
 
 from __future__ import annotations
@@ -132,8 +135,9 @@ def _python_evolve(
 
 evolve: Callable[..., Changes] = _evolve if module is not None else _python_evolve
 """``evolve(state, d, version, raw=None)``: :meth:`GraphState.evolve`, natively where the
-native fold covers the decision (an accepted claim without a conflict, a retraction of a
-visible claim); the same state changes and the same :class:`Changes`."""
+native fold covers the decision (an accepted or conflicted claim without a conflict id, the
+retraction of a claim not withheld, any rejection); the same state changes, in the same order,
+and the same :class:`Changes`."""
 
 
 def native_share() -> float:
