@@ -49,6 +49,7 @@ from claimgraph.core.governor.placement import BAD_KEY, UNKEYED, valid_graph_nam
 from claimgraph.core.governor.revisions import CURRENT
 from claimgraph.core.model import Decision
 from claimgraph.core.state import GraphState
+from claimgraph.core.wire import encode_decision as python_encode_decision
 from claimgraph.core.wire import same_decision
 from claimgraph.errors import (
     ClaimgraphError,
@@ -640,7 +641,7 @@ def verify_partition(
         d = python_decide(  # the specification checks the log, whichever core wrote it
             st, cmd.value, cmd.offset, cmd.timestamp, rules=rules, partition=partition
         )
-        if encode_decision(d) != dec.value and not same_decision(dec.value, d):
+        if python_encode_decision(d) != dec.value and not same_decision(dec.value, d):
             raise IntegrityError(
                 f"decision at version {dec.offset} (partition {partition}) "
                 "differs from the governor's replay",
