@@ -91,7 +91,7 @@ _TEXT = st.text(
 )
 
 
-def _hot_schema(cardinality: str, policy: str) -> dict[str, Any]:
+def _hot_schema(cardinality: str, policy: str, on_stale: str = "reject") -> dict[str, Any]:
     return {
         "principals": {"admins": ["admin"], "resolvers": ["judge"]},
         "node_types": ["svc", "env"],
@@ -103,6 +103,7 @@ def _hot_schema(cardinality: str, policy: str) -> dict[str, Any]:
                 "writers": [{"agent": "w*"}],
                 "cardinality": cardinality,
                 "conflict_policy": policy,
+                "on_stale": on_stale,
             },
             {
                 "name": "peer",
@@ -129,6 +130,7 @@ def hot_streams(draw: st.DrawFn) -> tuple[list[bytes], list[int]]:
                 )
             )
         ),
+        draw(st.sampled_from(("reject", "accept", "quarantine"))),
     )
     commands: list[dict[str, Any]] = [publish("s0", schema)]
     claims: list[tuple[str, str]] = []
@@ -405,3 +407,40 @@ def test_stale_and_duplicate_claims_are_rejected_natively() -> None:
     assert native.DECIDED == {"claim": 4}
     assert native.DECLINED == {"no_schema": 1, "refused": 1}  # a future version: Python's
     assert native.FOLDED == {"claim": 5}  # every rejection is folded natively
+
+
+@pytest.mark.parametrize("on_stale", ["accept", "quarantine"])
+def test_stale_claims_accepted_natively_or_held_by_python(on_stale: str) -> None:
+    """on_stale: accept is the plain path with the claim flagged stale (native);
+    on_stale: quarantine opens a conflict (Python)."""
+    schema = _hot_schema("many-to-one", "last-write-wins-with-timestamp", on_stale)
+    c = {
+        "type": "claim",
+        "graph": GRAPH,
+        "agent": "w1",
+        "task": "t1",
+        "run_id": None,
+        "edge_type": "runs_in",
+        "subject_type": "svc",
+        "subject_id": "s",
+        "object_type": "env",
+        "polarity": "assert",
+        "confidence": 1.0,
+        "evidence": [],
+        "reasoning": "",
+        "based_on_version": None,
+        "properties": {},
+    }
+    commands = [
+        {**c, "command_id": "a", "object_id": "prod", "asserted_at": T0},
+        {**c, "command_id": "b", "object_id": "dev", "asserted_at": T0 + 1},
+        {**c, "command_id": "c", "object_id": "qa", "asserted_at": T0 + 2, "based_on_version": 1},
+    ]
+    s = stream_of(schema, commands)
+    native.reset_counts()
+    run_both(list(s.records), list(s.times), every=1)
+    if on_stale == "accept":
+        assert native.DECIDED == {"claim": 3}
+    else:
+        assert native.DECIDED == {"claim": 2}
+        assert native.DECLINED == {"no_schema": 1, "stale": 1}

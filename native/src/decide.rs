@@ -102,6 +102,7 @@ struct Outcome<'py> {
     target: Option<Bound<'py, PyAny>>,
     supersedes: Vec<String>,
     conflicts_with: Vec<String>,
+    stale: bool,
 }
 
 impl Outcome<'_> {
@@ -115,6 +116,7 @@ impl Outcome<'_> {
             target: None,
             supersedes: Vec::new(),
             conflicts_with: Vec::new(),
+            stale: false,
         }
     }
 }
@@ -262,6 +264,7 @@ impl Hot {
             target,
             supersedes,
             conflicts_with,
+            stale,
         } = d;
 
         // new_decision, filled in by the rule; then decide(): the chain fields, fitting()
@@ -314,7 +317,7 @@ impl Hot {
         out.set_item(intern!(py, "withheld"), PyList::empty(py))?;
         out.set_item(intern!(py, "released"), PyList::empty(py))?;
         out.set_item(intern!(py, "dismissed"), PyList::empty(py))?;
-        out.set_item(intern!(py, "stale"), false)?;
+        out.set_item(intern!(py, "stale"), stale)?;
         out.set_item(intern!(py, "schema"), &none)?;
         out.set_item(intern!(py, "grant"), &none)?;
         out.set_item(intern!(py, "merge"), &none)?;
@@ -461,6 +464,7 @@ impl Hot {
 
         let es = st.edges.get_item(&key_obj)?;
         // staleness (embedded logs: versions are sequence numbers)
+        let mut stale = false;
         if let Some(b) = based_v {
             if !state.getattr(intern!(py, "offsets"))?.is_none() {
                 return Err(Decline("offsets"));
@@ -486,7 +490,10 @@ impl Hot {
                         format!("the slot changed after version {b}, which the claim was based on");
                     return Ok(Outcome::rejected("stale_claim", detail));
                 }
-                return Err(Decline("stale"));
+                if text(&on_stale)?.to_str()? != "accept" {
+                    return Err(Decline("stale")); // quarantine: held for a resolver
+                }
+                stale = true; // accepted, flagged
             }
         }
 
@@ -640,6 +647,7 @@ impl Hot {
             target: None,
             supersedes,
             conflicts_with,
+            stale,
         })
     }
 
@@ -673,6 +681,7 @@ impl Hot {
             target: Some(target),
             supersedes: Vec::new(),
             conflicts_with: Vec::new(),
+            stale: false,
         })
     }
 }
