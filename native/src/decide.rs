@@ -1,11 +1,14 @@
 //! The hot path of ``claimgraph.core.governor.decide``: ``assert``, ``deny`` and ``retract``
-//! under the current rules revision, when they are accepted (or retired) without a conflict,
-//! or (last-write-wins) conflicted by a newer claim that stands.
+//! under the current rules revision, when they are accepted (or retired) without a conflict
+//! (a stale claim under ``on_stale: accept`` included, flagged), conflicted by a newer claim
+//! that stands (last-write-wins), or rejected as a duplicate command id or a stale claim under
+//! ``on_stale: reject``.
 //!
 //! It reads the Python ``GraphState`` as it is and builds the decision dict Python would
-//! build, key for key. Every other case — a refusal, a conflict, a stale claim, a grant, a
-//! fail-closed domain, decision checks, a Kafka offset map — is declined with a short reason
-//! and decided by Python. The Python rules this follows are cited by function.
+//! build, key for key. Every other case — another refusal, a conflict, a stale claim held for
+//! a resolver, a grant, a fail-closed domain, decision checks, a Kafka offset map — is
+//! declined with a short reason and decided by Python. The Python rules this follows are
+//! cited by function.
 
 use pyo3::intern;
 use pyo3::prelude::*;
