@@ -27,7 +27,20 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 	@echo "make: $(VENV) is ready" >&2
 
-install: $(STAMP)
+# The native core (native/, Rust through PyO3) is built when cargo is present; without a
+# compiler it is skipped and everything runs on the pure-Python core.
+NATIVE_STAMP := $(VENV)/.native
+NATIVE_SRC := $(wildcard native/Cargo.toml native/Cargo.lock native/pyproject.toml native/src/*.rs)
+
+$(NATIVE_STAMP): $(STAMP) $(NATIVE_SRC)
+	@if command -v cargo >/dev/null 2>&1 || test -x "$$HOME/.cargo/bin/cargo"; then \
+	  export PATH="$(abspath $(BIN)):$$PATH:$$HOME/.cargo/bin"; \
+	  $(BIN)/python -m pip install --quiet 'maturin>=1.7,<2' && \
+	  $(BIN)/python -m pip install --quiet --no-build-isolation --force-reinstall --no-deps ./native; \
+	else echo "no cargo: the native core is not built (the pure-Python core runs)"; fi
+	@touch $(NATIVE_STAMP)
+
+install: $(STAMP) $(NATIVE_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/claimgraph demo
@@ -40,7 +53,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: $(STAMP) lint typecheck
+test: $(STAMP) $(NATIVE_STAMP) lint typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The broker jars go to ~/.cache/claimgraph/kafka-<version>/libs; later runs are offline.
@@ -50,13 +63,14 @@ kafka-fetch: $(STAMP)
 kafka: kafka-fetch
 	$(BIN)/python tools/kafka_broker.py start
 
-bench: $(STAMP) kafka-fetch
+bench: $(STAMP) $(NATIVE_STAMP) kafka-fetch
 	$(BIN)/python tools/bench.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_kafka.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_http.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_versions.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_chain.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_agents.py --out BENCHMARKS.md
+	$(BIN)/python tools/bench_native.py --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench-data test-artifacts

@@ -23,10 +23,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from claimgraph.core.state import GraphState
-from claimgraph.core.wire import decode_decision
 from claimgraph.errors import ConfigError, StorageError
 from claimgraph.logs.kafka import KafkaConfig, consumer_lag, read_partition
 from claimgraph.logs.kafka_layout import placement
+from claimgraph.native.codec import decode_decision
+from claimgraph.native.decide import evolve
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.streams.jsonlog import log_event
 
@@ -210,7 +211,7 @@ class KafkaProjector:
                 continue
             value = m.value() or b""
             d = decode_decision(value)
-            ch = self.state.evolve(d, offset, value)
+            ch = evolve(self.state, d, offset, value)
             self._last_value = value
             if offset > applied:
                 self.projector.stage(offset, d, ch)
