@@ -36,3 +36,13 @@ def test_version_commands_fail_in_one_line(workdir: Path) -> None:  # noqa: F811
         assert r.returncode == code, (args, r.stdout, r.stderr)
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and text in lines[0], (args, r.stderr)
+
+
+def test_checkpoint_of_an_empty_graph_says_so(workdir: Path) -> None:  # noqa: F811
+    """A graph with no decision yet has nothing to checkpoint: exit 2 in one line, no crash."""
+    assert _run(["--data", "./g", "init"], workdir).returncode == 0
+    r = _run(["--data", "./g", "checkpoint", "create"], workdir)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.strip() == (
+        "claimgraph: error: nothing to checkpoint: the graph has no decisions yet"
+    )

@@ -368,6 +368,8 @@ def checkpoint_graph(graph: Any) -> CheckpointInfo:
     with graph._lock:
         graph.process()
         state = graph.runtime.state
+        if state.head < 0:  # no decision to name (and no offset -1 to look up)
+            raise ConfigError("nothing to checkpoint: the graph has no decisions yet")
         rec = graph.logs.decisions.get(state.head)
         return create_checkpoint(
             graph.projection,
