@@ -6,8 +6,10 @@ Errors exit non-zero with one clear line (exit codes come from the error classes
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -31,8 +33,10 @@ __all__ = [
     "TaskOpt",
     "WaitOpt",
     "app",
+    "bulk_gc",
     "decision_line",
     "emit",
+    "emit_lines",
     "err",
     "graph_session",
     "out",
@@ -173,8 +177,36 @@ def progress(label: str) -> Iterator[Callable[[int, int], None]]:
         yield cb
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
+
+@contextmanager
+def bulk_gc(threshold: int = 50_000) -> Iterator[None]:
+    """For a bulk command: collect the youngest generation every ``threshold`` allocations
+    (700 by default) and keep what is alive at the start out of full collections.
+
+    Bulk paths allocate many short-lived dicts per record; the default threshold runs a
+    young collection every few records. Restores the thresholds on the way out.
+    """
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(threshold, old[1], old[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
 def emit(obj: Any) -> None:
-    out.print(json.dumps(obj, ensure_ascii=False, default=str), markup=False)
+    """One JSON value as one line on stdout: plain text, no console rendering."""
+    sys.stdout.write(_JSON(obj) + "\n")
+
+
+def emit_lines(objs: Iterable[Any]) -> None:
+    """JSON Lines on stdout in one buffered write (machine output of bulk commands)."""
+    text = "\n".join(map(_JSON, objs))
+    if text:
+        sys.stdout.write(text + "\n")
 
 
 def decision_line(r: Receipt) -> str:

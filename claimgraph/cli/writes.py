@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import IO, Annotated
 
 import typer
 
@@ -16,11 +18,14 @@ from claimgraph.cli.common import (
     JsonOpt,
     TaskOpt,
     app,
+    bulk_gc,
     emit,
+    emit_lines,
     err,
     graph_session,
     out,
     print_receipt,
+    progress,
     schema_app,
     when,
 )
@@ -124,9 +129,10 @@ def submit(
     """
     limits = InputLimits(max_line=max_line, max_depth=max_depth)
     stream = sys.stdin.buffer if file == "-" else open(file, "rb")  # noqa: SIM115
+    total = _size_of(stream)
     rejected = blank = 0
     try:
-        with graph_session() as g:
+        with graph_session() as g, progress("submit") as shown, bulk_gc():
             chunk: list[bytes] = []
             for lineno, raw, size in read_lines(stream, max_line):
                 if size <= max_line and not raw.strip():
@@ -136,9 +142,12 @@ def submit(
                 if len(chunk) >= batch:
                     rejected += _submit_chunk(g, chunk)
                     chunk = []
+                    if total:
+                        shown(stream.tell(), total)
             if chunk:
                 rejected += _submit_chunk(g, chunk)
     finally:
+        sys.stdout.flush()
         if stream is not sys.stdin.buffer:
             stream.close()
     if blank:
@@ -149,12 +158,19 @@ def submit(
             raise typer.Exit(1)
 
 
+def _size_of(stream: IO[bytes]) -> int:
+    """The input's size in bytes when it is a regular file (for progress), else 0."""
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError):
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
+
+
 def _submit_chunk(g: Graph, chunk: list[bytes]) -> int:
-    rejected = 0
-    for r in g.submit(chunk):
-        emit(r.as_dict())
-        rejected += r.kind == "rejected"
-    return rejected
+    receipts = g.submit(chunk)
+    emit_lines(r.as_dict() for r in receipts)
+    return sum(r.kind == "rejected" for r in receipts)
 
 
 def _claim_cmd(polarity: str) -> Callable[..., None]:
