@@ -243,6 +243,9 @@ def serve(
     max_pins: Annotated[
         int, typer.Option(min=1, help="Live retention pins per principal (429 past it).")
     ] = HTTP_LIMITS.max_pins,
+    max_batch: Annotated[
+        int, typer.Option(min=1, max=10_000, help="Commands per POST /v1/commands.")
+    ] = HTTP_LIMITS.max_batch,
 ) -> None:
     """Serve the graph over HTTP: the API, the review page (/review) and a ticker.
 
@@ -284,6 +287,7 @@ def serve(
         max_run_trace=max_run_trace,
         max_run_bytes=max_run_bytes,
         max_pins=max_pins,
+        max_batch=max_batch,
     )
     token_file = TokenFile.load(token_path)
     app = create_app(graph, token_file, signer=signer, limits=limits)
