@@ -55,6 +55,7 @@ bench: $(STAMP) kafka-fetch
 	$(BIN)/python tools/bench_chain.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_agents.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_submit.py --out BENCHMARKS.md
+	$(BIN)/python tools/bench_wrk.py --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench-data test-artifacts

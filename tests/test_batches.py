@@ -187,3 +187,47 @@ def test_mcp_write_claims_writes_several_claims_in_one_call(tmp_path: Path) -> N
         claim = g.claim_info(out["results"][1]["claim_id"])
         assert claim is not None and claim["polarity"] == "deny"
         assert (claim["agent"], claim["run_id"]) == ("inventory", out["run_id"])
+
+
+def test_read_edges_answers_each_edge_as_get_edge_does_at_one_version(tmp_path: Path) -> None:
+    """POST /v1/read/edges at a pinned version gives, in order, what GET /v1/edge gives for
+    each edge at that version (present, absent, unknown); past max_batch it is 413, and
+    without a token 401."""
+    g = _graph(tmp_path)
+    v0 = g.assert_("depends_on", "service:a", "service:b", agent="inventory").version
+    g.deny("depends_on", "service:a", "service:b", agent="tracer")  # quarantined: unknown
+    g.assert_("depends_on", "service:c", "service:b", agent="inventory")
+    app = create_app(g, token_file(), limits=HttpLimits(max_batch=3))
+    edges = [
+        {"edge_type": "depends_on", "subject": s, "object": "service:b"}
+        for s in ("service:a", "service:c", "service:zz")
+    ]
+
+    async def go() -> tuple[list[httpx.Response], list[Any]]:
+        headers = {"Authorization": f"Bearer {TOKENS['tracer']}"}
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://t", headers=headers
+        ) as c:
+            rs = [
+                await c.post("/v1/read/edges", json={"edges": edges}),
+                await c.post("/v1/read/edges", json={"edges": edges, "at": v0}),
+                await c.post("/v1/read/edges", json={"edges": edges * 2}),
+                await c.post(
+                    "/v1/read/edges", json={"edges": edges}, headers={"Authorization": ""}
+                ),
+            ]
+            singles = [
+                (await c.get("/v1/edge", params={**e, "at": rs[0].json()["version"]})).json()
+                for e in edges
+            ]
+            return rs, singles
+
+    rs, singles = anyio.run(go)
+    assert rs[0].status_code == 200 and rs[0].json()["edges"] == singles
+    assert [e["state"] for e in singles] == ["unknown", "present", "absent"]
+    at_v0 = rs[1].json()
+    assert at_v0["version"] == v0
+    assert [e["state"] for e in at_v0["edges"]] == ["present", "absent", "absent"]
+    assert rs[2].status_code == 413 and rs[2].json()["reason"] == "too_large"
+    assert rs[3].status_code == 401
+    g.close()

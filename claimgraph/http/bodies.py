@@ -32,6 +32,8 @@ __all__ = [
     "BatchOut",
     "BatchResult",
     "ClaimIn",
+    "EdgeRef",
+    "EdgesIn",
     "EraseIn",
     "EscalateIn",
     "GrantIn",
@@ -261,6 +263,22 @@ class BatchResult(BaseModel):
 
 class BatchOut(BaseModel):
     results: list[BatchResult]
+
+
+class EdgeRef(BaseModel):
+    model_config = STRICT
+    edge_type: Id
+    subject: Id = Field(description="'type:id'")
+    object: Id = Field(description="'type:id'")
+
+
+class EdgesIn(BaseModel):
+    """Edges to read at one version; at most ``max_batch`` of them."""
+
+    model_config = STRICT
+    edges: list[EdgeRef] = Field(max_length=BATCH_PER_REQUEST)
+    at: Version | None = Field(None, description="Read at this version (default: head).")
+    timeout: float = Field(0.0, ge=0, le=30, description="Seconds to wait for `at`.")
 
 
 class RunEventIn(BaseModel):
