@@ -197,7 +197,7 @@ def report(a: argparse.Namespace, res: dict[str, Any]) -> str:
         f"Generated on {res['date']}: {n:,} new claims in one JSON Lines file "
         f"({res['bytes'] / n:.0f} bytes per line), {a.rounds} rounds alternating the two in "
         "fresh directories. Each is a child process timed from start to exit: "
-        "`claimgraph --data D submit FILE > decisions.jsonl` (durable: each batch of 1,000 "
+        "`claimgraph --data D submit FILE > decisions.jsonl` (durable: each batch of 2,048 "
         "commands and their decisions is one synced write; one JSON decision per line out) "
         "and a Python child that `json.loads` each line and inserts it into SQLite (WAL, "
         "`synchronous=FULL`, primary key on the claim id, indexes on (edge type, subject) and "

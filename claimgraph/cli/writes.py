@@ -111,7 +111,9 @@ def submit(
     agent: Annotated[
         str | None, typer.Option("--agent", "-a", help="Default agent for lines that name none.")
     ] = None,
-    batch: Annotated[int, typer.Option(min=1, help="Commands decided per batch.")] = 1000,
+    batch: Annotated[
+        int, typer.Option(min=1, max=100_000, help="Commands decided per synced write.")
+    ] = 2048,
     strict: Annotated[bool, typer.Option(help="Exit 1 if any command was rejected.")] = False,
     max_line: Annotated[
         int, typer.Option("--max-line", min=1, help="Longest line read, in bytes.")
