@@ -1227,7 +1227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # 4. reads
         from claimgraph.service.graph import open_graph
 
-        phase("open + reads", "reads: open_graph (refolds the decisions log)")
+        phase("open + reads", "reads: open_graph (nothing is folded on open)")
         t0 = time.perf_counter()
         g = open_graph(graph_dir)
         r["open_s"] = time.perf_counter() - t0
