@@ -35,4 +35,3 @@ def test_memory_bounds_hold_after_reopen(tmp_path: Path) -> None:
         text = _latest_options(tmp_path / "g" / name)
         assert re.search(rf"\n\s*write_buffer_size={WRITE_BUFFER}\n", text), name
         assert re.search(rf"\n\s*max_write_buffer_number={MEMTABLES}\n", text), name
-        assert re.search(r"\n\s*cache_index_and_filter_blocks=true\n", text), name
