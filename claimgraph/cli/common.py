@@ -6,7 +6,6 @@ Errors exit non-zero with one clear line (exit codes come from the error classes
 
 from __future__ import annotations
 
-import gc
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -33,7 +32,6 @@ __all__ = [
     "TaskOpt",
     "WaitOpt",
     "app",
-    "bulk_gc",
     "decision_line",
     "emit",
     "emit_lines",
@@ -178,23 +176,6 @@ def progress(label: str) -> Iterator[Callable[[int, int], None]]:
 
 
 _JSON = json.JSONEncoder(ensure_ascii=False, default=str).encode
-
-
-@contextmanager
-def bulk_gc(threshold: int = 50_000) -> Iterator[None]:
-    """For a bulk command: collect the youngest generation every ``threshold`` allocations
-    (700 by default) and keep what is alive at the start out of full collections.
-
-    Bulk paths allocate many short-lived dicts per record; the default threshold runs a
-    young collection every few records. Restores the thresholds on the way out.
-    """
-    old = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(threshold, old[1], old[2])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
 
 
 def emit(obj: Any) -> None:

@@ -18,7 +18,6 @@ from claimgraph.cli.common import (
     JsonOpt,
     TaskOpt,
     app,
-    bulk_gc,
     emit,
     emit_lines,
     err,
@@ -134,7 +133,7 @@ def submit(
     total = _size_of(stream)
     rejected = blank = 0
     try:
-        with graph_session() as g, progress("submit") as shown, bulk_gc():
+        with graph_session() as g, progress("submit") as shown:
             chunk: list[bytes] = []
             for lineno, raw, size in read_lines(stream, max_line):
                 if size <= max_line and not raw.strip():
