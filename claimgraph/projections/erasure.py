@@ -69,6 +69,7 @@ def purge(db: Rdict, erased: list[tuple[str, int]]) -> None:
         for claim_id, _ in erased:
             prefix = CLAIM + claim_id.encode("utf-8")
             db.compact_range(prefix + b"\x00", prefix + b"\x01")
+    release_iterators(db)  # ... also one a read made while the compaction ran
 
 
 def erased_at(db: Rdict, claim_id: str) -> int | None:

@@ -164,6 +164,8 @@ class ProjectionReader:
         cached = iters.get(key)
         if cached is not None and cached[0] == seq:
             return cached[1]
+        if cached is not None:  # the database changed: drop every thread's stale iterator,
+            iters.clear()  # so idle threads do not pin old files
         it = db.iter()
         iters[key] = (seq, it)
         return it

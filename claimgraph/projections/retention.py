@@ -204,6 +204,7 @@ def collect(
         db.flush()
         if compact and deleted:
             db.compact_range(None, None)
+    release_iterators(db)  # ... also one a read made while the compaction ran
     if progress is not None:
         progress(scanned, scanned)
     return scanned, deleted, scanned - deleted
