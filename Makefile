@@ -15,16 +15,32 @@ help:
 	@echo "make bench      benchmarks, written to BENCHMARKS.md (embedded, Kafka, HTTP)"
 	@echo "make lint       ruff check + ruff format --check + the import layers (lint-imports)"
 	@echo "make typecheck  mypy --strict on the package"
-	@echo "make kafka      a development Kafka broker (KRaft, 127.0.0.1) in ./kafka-data; Ctrl-C stops it"
+	@echo "make kafka      a development Kafka broker (KRaft) on 127.0.0.1:9092, data in ./kafka-data; Ctrl-C stops it"
 	@echo "make kafka-fetch  download the Kafka broker jars from Maven Central (once; needs Java 17, Maven)"
 
+# The first install takes a minute or two: pip says what it is collecting as it goes.
 $(STAMP): pyproject.toml
+	@echo "make: installing claimgraph and its extras into $(VENV) (once; pip's progress follows)" >&2
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,kafka,http,mcp,export,examples]'
+	$(BIN)/python -m pip install --progress-bar off -e '.[dev,kafka,http,mcp,export,examples]' >&2
 	@touch $(STAMP)
+	@echo "make: $(VENV) is ready" >&2
 
-install: $(STAMP)
+# The native core (native/, Rust through PyO3) is built when cargo is present; without a
+# compiler it is skipped and everything runs on the pure-Python core.
+NATIVE_STAMP := $(VENV)/.native
+NATIVE_SRC := $(wildcard native/Cargo.toml native/Cargo.lock native/pyproject.toml native/src/*.rs)
+
+$(NATIVE_STAMP): $(STAMP) $(NATIVE_SRC)
+	@if command -v cargo >/dev/null 2>&1 || test -x "$$HOME/.cargo/bin/cargo"; then \
+	  export PATH="$(abspath $(BIN)):$$PATH:$$HOME/.cargo/bin"; \
+	  $(BIN)/python -m pip install --quiet 'maturin>=1.7,<2' && \
+	  $(BIN)/python -m pip install --quiet --no-build-isolation --force-reinstall --no-deps ./native; \
+	else echo "no cargo: the native core is not built (the pure-Python core runs)"; fi
+	@touch $(NATIVE_STAMP)
+
+install: $(STAMP) $(NATIVE_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/claimgraph demo
@@ -37,7 +53,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: $(STAMP) lint typecheck
+test: $(STAMP) $(NATIVE_STAMP) lint typecheck
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The broker jars go to ~/.cache/claimgraph/kafka-<version>/libs; later runs are offline.
@@ -47,7 +63,7 @@ kafka-fetch: $(STAMP)
 kafka: kafka-fetch
 	$(BIN)/python tools/kafka_broker.py start
 
-bench: $(STAMP) kafka-fetch
+bench: $(STAMP) $(NATIVE_STAMP) kafka-fetch
 	$(BIN)/python tools/bench.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_kafka.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_http.py --out BENCHMARKS.md
@@ -56,6 +72,7 @@ bench: $(STAMP) kafka-fetch
 	$(BIN)/python tools/bench_agents.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_submit.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_wrk.py --out BENCHMARKS.md
+	$(BIN)/python tools/bench_native.py --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench-data test-artifacts

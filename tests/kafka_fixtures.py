@@ -6,6 +6,9 @@ Register them once, in ``tests/conftest.py``::
 
 * ``kafka_broker`` (session): one broker+controller node, replication factor 1, started once in
   a temporary directory (its ``server.log`` is there) and stopped at the end of the session.
+* ``kafka_sasl_broker`` (session): the same, with its client listener asking SASL_PLAINTEXT /
+  PLAIN credentials (``SASL_USER``, ``SASL_PASSWORD``); ``kafka_tls_broker``: SASL_SSL, TLS
+  with a development CA (``.ca_path``).
 * ``kafka_cluster`` (per test, over one session-wide cluster): three nodes, each broker and
   controller voter, replication factor 3 and ``min.insync.replicas=2``. A test may stop, kill
   or restart nodes; before the next test every node is running again and every partition is
@@ -39,11 +42,22 @@ __all__ = [
     "kafka_broker",
     "kafka_cluster",
     "kafka_cluster_session",
+    "kafka_sasl_broker",
+    "kafka_tls_broker",
     "pytest_collection_modifyitems",
 ]
 
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
-KAFKA_FIXTURES = frozenset({"kafka_broker", "kafka_cluster", "kafka_cluster_session"})
+KAFKA_FIXTURES = frozenset(
+    {
+        "kafka_broker",
+        "kafka_cluster",
+        "kafka_cluster_session",
+        "kafka_sasl_broker",
+        "kafka_tls_broker",
+    }
+)
+SASL_USER, SASL_PASSWORD = "claimgraph", "claimgraph-secret"
 
 
 def _tool() -> ModuleType:
@@ -92,6 +106,44 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
         broker.start()
     except kb.BrokerError as exc:
         _unavailable("the Kafka broker", exc)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """A single-node broker whose client listener asks SASL_PLAINTEXT / PLAIN credentials
+    (``SASL_USER`` / ``SASL_PASSWORD``; ``.client_config()`` gives a client's properties)."""
+    kb = _tool()
+    try:
+        broker: KafkaBroker = kb.KafkaBroker(
+            tmp_path_factory.mktemp("kafka-sasl"), sasl_users={SASL_USER: SASL_PASSWORD}
+        )
+        broker.start()
+    except kb.BrokerError as exc:
+        _unavailable("the SASL Kafka broker", exc)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """A single-node broker whose client listener is SASL_SSL: TLS with a development CA
+    (``.ca_path``) and SASL/PLAIN (``SASL_USER`` / ``SASL_PASSWORD``)."""
+    kb = _tool()
+    try:
+        broker: KafkaBroker = kb.KafkaBroker(
+            tmp_path_factory.mktemp("kafka-tls"),
+            sasl_users={SASL_USER: SASL_PASSWORD},
+            tls=True,
+        )
+        broker.start()
+    except kb.BrokerError as exc:
+        _unavailable("the TLS Kafka broker", exc)
     try:
         yield broker
     finally:

@@ -3,6 +3,7 @@ reader that waits for decisions."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -12,6 +13,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -178,3 +180,28 @@ def project_all(proj: Any, cfg: KafkaConfig, timeout: float = 180.0) -> int:
 
     proj.run(until=end, on_batch=stalled)
     return int(proj.applied)
+
+
+def wait_projected(data: Path, version: int, env: dict[str, str], timeout: float = 180.0) -> int:
+    """Until the projector writing ``data`` has applied ``version`` (as ``claimgraph head``
+    reports it, through the same configuration ``env`` gives the CLI); its head."""
+    deadline = time.monotonic() + timeout
+    last = "no projection yet"
+    while True:
+        if (data / "projection").exists():
+            r = subprocess.run(
+                [sys.executable, "-m", "claimgraph", "--data", str(data), "head", "--json"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            if r.returncode == 0:
+                head = int(json.loads(r.stdout)["head"])
+                if head >= version:
+                    return head
+                last = f"head v{head}"
+            else:
+                last = r.stderr.strip()
+        assert time.monotonic() < deadline, f"{data} never reached v{version} ({last})"
+        time.sleep(0.2)

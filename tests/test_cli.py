@@ -188,15 +188,23 @@ def test_schema_errors_list_every_problem(workdir: Path) -> None:
     assert "edge_types[0].object" in r.stderr and "edge_types[0].cardinality" in r.stderr
 
 
-def test_locked_store_is_a_clear_error(workdir: Path) -> None:
-    """A second process on the same data directory gets a clear storage error."""
+def test_locked_store_reads_attach_and_writes_say_why(workdir: Path) -> None:
+    """A process holding the directory without taking writes: reads answer, a write is a
+    clear storage error (exit 8) naming why, after a bounded wait."""
     import claimgraph
 
     _run(["--data", "g", "init"], workdir)
     with claimgraph.open(workdir / "g"):
         r = _run(["--data", "g", "head"], workdir)
-    assert r.returncode == 8
-    assert "in use by another claimgraph process" in r.stderr
+        assert (r.returncode, r.stdout) == (0, "default: head v-1\n")
+        os.environ["CLAIMGRAPH_WRITER_WAIT"] = "0.2"
+        try:
+            w = _run(["--data", "g", "grant", "x", "*", "--agent", "admin"], workdir)
+        finally:
+            del os.environ["CLAIMGRAPH_WRITER_WAIT"]
+    assert w.returncode == 8
+    assert "is held by another process that accepts no writes" in w.stderr
+    assert "announced no socket" in w.stderr
 
 
 def test_reads_print_json(workdir: Path) -> None:

@@ -3,7 +3,8 @@
 ``embedded`` is the graph in process, ``http`` the SDK over the real FastAPI app (through
 httpx's ASGI transport, with a token per principal), ``kafka`` a KafkaGraph against a real
 broker with a governor and a projector running; ``async-embedded`` and ``async-http`` are the
-async SDK (``aopen``, ``aconnect``) over the first two, driven through a blocking adapter.
+async SDK (``aopen``, ``aconnect``) over the first two, driven through a blocking adapter;
+``attached`` is what the CLI uses beside a running writer (``service.attached``).
 Each test gets ``as_agent(name)``: the port as that principal. Writes return receipts; reads
 wait for the receipt's version (the Kafka projector applies decisions asynchronously), then
 read at explicit versions.
@@ -31,7 +32,7 @@ from tests.http_fixtures import TOKENS, token_file
 AsAgent = Callable[[str], GraphPort]
 
 
-@pytest.fixture(params=["embedded", "http", "kafka", "async-embedded", "async-http"])
+@pytest.fixture(params=["embedded", "http", "kafka", "async-embedded", "async-http", "attached"])
 def port(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AsAgent]:
     """``as_agent(name)``: the graph port as that principal, over one implementation."""
     if request.param == "kafka":
@@ -39,6 +40,9 @@ def port(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AsAgent]:
         return
     if request.param.startswith("async-"):
         yield from _async(request.param, tmp_path)
+        return
+    if request.param == "attached":
+        yield from _attached(tmp_path)
         return
     g = claimgraph.open(tmp_path / "g", create=True, graph="test")
     clients: list[Any] = []
@@ -58,6 +62,21 @@ def port(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AsAgent]:
     yield as_agent
     for c in clients:
         c.close()
+    g.close()
+
+
+def _attached(tmp_path: Path) -> Iterator[AsAgent]:
+    """The CLI's view of a directory another writer holds: reads from RocksDB secondaries,
+    writes over the writer's real unix socket (here the writer listens in this process)."""
+    from claimgraph.service.attached import AttachedGraph
+    from claimgraph.service.local_writer import WriterListener
+
+    g = claimgraph.open(tmp_path / "g", create=True, graph="test")
+    listener = WriterListener(g)
+    attached = AttachedGraph(tmp_path / "g", "test")
+    yield lambda agent: attached
+    attached.close()
+    listener.close()
     g.close()
 
 

@@ -319,7 +319,7 @@ def main() -> None:
             if server.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"serve did not start: {server.stdout and server.stdout.read()}")
             time.sleep(0.1)
-        doc = json.loads((data / "tokens.json").read_text().split("\n", 1)[1])
+        doc = json.loads((data / "tokens.json").read_text())  # plain JSON
         token = next(e["token"] for e in doc["tokens"] if e["agent"] == "admin")
         with claimgraph.connect(url, token=token) as c, c.run(agent="admin") as run:
             res["sdk_http"] = timed(lambda r: run.edge(**_pos(args(r))), a.calls, seed=11)

@@ -18,7 +18,8 @@ From Python (tests, benchmarks)::
 From a shell::
 
     python tools/kafka_broker.py fetch               # download the jars (once)
-    python tools/kafka_broker.py start               # one node in ./kafka-data; Ctrl-C stops it
+    python tools/kafka_broker.py start               # one node on 127.0.0.1:9092; Ctrl-C stops it
+    python tools/kafka_broker.py start --sasl-user claimgraph:secret   # ... asking SASL/PLAIN
     python tools/kafka_broker.py start --detach      # ... or leave it running in the background
     python tools/kafka_broker.py status|stop         # of ./kafka-data (or --data-dir)
     python tools/kafka_broker.py cluster             # three nodes in ./kafka-cluster-data
@@ -462,8 +463,18 @@ class KafkaBroker:
         libs: Path | None = None,
         java: str | None = None,
         die_with_parent: bool = True,
+        sasl_users: Mapping[str, str] | None = None,
+        tls: bool = False,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
+        # SASL/PLAIN users (name → password) and/or TLS (a CA and a server certificate for
+        # 127.0.0.1, made in DATA/tls): the client listener then asks for them, and the
+        # broker talks to itself on a plaintext INTERNAL listener
+        self.sasl_users: dict[str, str] = dict(sasl_users or {})
+        self.tls = tls
+        for user, password in self.sasl_users.items():
+            if not re.fullmatch(r"[A-Za-z0-9._-]+", user) or re.search(r'["\\\s]', password):
+                raise BrokerStartError(f"SASL user {user!r}: use [A-Za-z0-9._-] names, no quotes")
         self.node_id = node_id
         self.heap = heap
         self.die_with_parent = die_with_parent
@@ -488,6 +499,14 @@ class KafkaBroker:
             controller_port = fresh[1] if controller_port is None else controller_port
         self.port: int = port
         self.controller_port: int = controller_port
+        self.internal_port: int | None = None
+        if self.sasl_users or self.tls:
+            old = saved.get("internal_port")
+            taken = {port, controller_port}
+            if isinstance(old, int) and old not in taken and _port_free(old):
+                self.internal_port = old
+            else:
+                self.internal_port = next(p for p in _free_ports(3) if p not in taken)
         self.voters = voters or f"{node_id}@127.0.0.1:{controller_port}"
         self.cluster_id = self._formatted_cluster_id() or cluster_id or _random_cluster_id()
         self.properties: dict[str, str] = {
@@ -502,6 +521,42 @@ class KafkaBroker:
     def bootstrap(self) -> str:
         """``127.0.0.1:<port>``, for ``bootstrap.servers``."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def admin_bootstrap(self) -> str:
+        """Where this tool checks the node: the plaintext INTERNAL listener under SASL."""
+        port = self.internal_port if self.internal_port is not None else self.port
+        return f"127.0.0.1:{port}"
+
+    @property
+    def security_protocol(self) -> str:
+        """The client listener's: PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL."""
+        if self.sasl_users:
+            return "SASL_SSL" if self.tls else "SASL_PLAINTEXT"
+        return "SSL" if self.tls else "PLAINTEXT"
+
+    @property
+    def ca_path(self) -> Path:
+        """The CA certificate (PEM) that signed the TLS listener's certificate."""
+        return self.data_dir / "tls" / "ca.pem"
+
+    def client_config(self, user: str | None = None) -> dict[str, str]:
+        """librdkafka properties a client needs here (credentials, the CA, when enabled)."""
+        conf = {"bootstrap.servers": self.bootstrap}
+        if self.tls:
+            conf |= {
+                "security.protocol": self.security_protocol,
+                "ssl.ca.location": str(self.ca_path),
+            }
+        if self.sasl_users:
+            name = user or next(iter(self.sasl_users))
+            conf |= {
+                "security.protocol": self.security_protocol,
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": name,
+                "sasl.password": self.sasl_users[name],
+            }
+        return conf
 
     @property
     def log_path(self) -> Path:
@@ -613,7 +668,7 @@ class KafkaBroker:
         """Until this node answers metadata listing itself as a live broker, and every partition
         it hosts has a leader (after a restart, leaders are elected just after it is unfenced)."""
         errors = _kafka_client_errors()
-        admin = _admin(self.bootstrap)
+        admin = _admin(self.admin_bootstrap)
         deadline = time.monotonic() + timeout
         last = "no answer yet"
         while True:
@@ -755,6 +810,9 @@ class KafkaBroker:
             "node_id": self.node_id,
             "port": self.port,
             "controller_port": self.controller_port,
+            "internal_port": self.internal_port,
+            "sasl_users": sorted(self.sasl_users),
+            "tls": self.tls,
             "bootstrap": self.bootstrap,
             "cluster_id": self.cluster_id,
             "pid": pid,
@@ -785,11 +843,95 @@ class KafkaBroker:
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": str(self.kafka_data),
+            **self._sasl_properties(),
             **self.properties,
         }
         lines = ["# written by tools/kafka_broker.py; rewritten at every start"]
         lines += [f"{k}={v}" for k, v in props.items()]
         self.properties_path.write_text("\n".join(lines) + "\n")
+
+    def _sasl_properties(self) -> dict[str, str]:
+        """The CLIENT listener's security (SASL/PLAIN, TLS) beside a plaintext INTERNAL one."""
+        if not (self.sasl_users or self.tls):
+            return {}
+        c = f"CONTROLLER://127.0.0.1:{self.controller_port}"
+        props = {
+            "listeners": (
+                f"CLIENT://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port},{c}"
+            ),
+            "advertised.listeners": (
+                f"CLIENT://127.0.0.1:{self.port},INTERNAL://127.0.0.1:{self.internal_port}"
+            ),
+            "inter.broker.listener.name": "INTERNAL",
+            "listener.security.protocol.map": (
+                f"CLIENT:{self.security_protocol},INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT"
+            ),
+        }
+        if self.sasl_users:
+            users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())
+            props["sasl.enabled.mechanisms"] = "PLAIN"
+            props["listener.name.client.plain.sasl.jaas.config"] = (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
+            )
+        if self.tls:
+            props["listener.name.client.ssl.keystore.type"] = "PEM"
+            props["listener.name.client.ssl.keystore.location"] = str(self.tls_files())
+        return props
+
+    def tls_files(self) -> Path:
+        """A CA and a server certificate for 127.0.0.1 (made once): the keystore's path."""
+        tls = self.data_dir / "tls"
+        keystore = tls / "server.pem"
+        if keystore.exists() and self.ca_path.exists():
+            return keystore
+        import datetime
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        now = datetime.datetime.now(datetime.UTC)
+        life = datetime.timedelta(days=3650)
+
+        def cert(subject: str, key: Any, issuer: str, signer: Any, ca: bool) -> x509.Certificate:
+            b = (
+                x509.CertificateBuilder()
+                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+                .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+                .public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(minutes=5))
+                .not_valid_after(now + life)
+                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+            )
+            if not ca:
+                import ipaddress
+
+                b = b.add_extension(
+                    x509.SubjectAlternativeName(
+                        [
+                            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                            x509.DNSName("localhost"),
+                        ]
+                    ),
+                    critical=False,
+                )
+            return b.sign(signer, hashes.SHA256())
+
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_cert = cert("claimgraph dev CA", ca_key, "claimgraph dev CA", ca_key, True)
+        key = ec.generate_private_key(ec.SECP256R1())
+        server = cert("127.0.0.1", key, "claimgraph dev CA", ca_key, False)
+        pem = serialization.Encoding.PEM
+        tls.mkdir(parents=True, exist_ok=True)
+        key_pem = key.private_bytes(
+            pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        keystore.write_bytes(key_pem + server.public_bytes(pem) + ca_cert.public_bytes(pem))
+        keystore.chmod(0o600)
+        self.ca_path.write_bytes(ca_cert.public_bytes(pem))
+        return keystore
 
     def _format_command(self, java: str, libs: Path) -> list[str] | None:
         if self._formatted_cluster_id() is not None:
@@ -1110,9 +1252,29 @@ def _cmd_start(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
+    if args.port and not _port_free(args.port):
+        print(
+            f"port {args.port} is in use (another broker?): stop it, or pass --port 0 "
+            "for a free port",
+            file=sys.stderr,
+        )
+        return 1
+    users: dict[str, str] = {}
+    for item in args.sasl_user:
+        user, sep, password = item.partition(":")
+        if not sep or not user:
+            print(f"--sasl-user {item!r}: expected USER:PASSWORD", file=sys.stderr)
+            return 2
+        users[user] = password
     libs = fetch(quiet=False)
     broker = KafkaBroker(
-        data_dir, port=args.port, heap=args.heap, libs=libs, die_with_parent=not args.detach
+        data_dir,
+        port=args.port or None,
+        heap=args.heap,
+        libs=libs,
+        die_with_parent=not args.detach,
+        sasl_users=users,
+        tls=args.tls,
     )
     t0 = time.monotonic()
     _kafka_client_errors()
@@ -1124,6 +1286,10 @@ def _cmd_start(args: argparse.Namespace) -> int:
         raise
     took = time.monotonic() - t0
     print(f"Kafka {kafka_version()} ready in {took:.1f}s: bootstrap.servers={broker.bootstrap}")
+    if users or args.tls:
+        print(f"  security.protocol={broker.security_protocol}", end="")
+        print(f" sasl.mechanism=PLAIN (users: {', '.join(users)})" if users else "", end="")
+        print(f" ssl.ca.location={broker.ca_path}" if args.tls else "")
     print(f"  data and logs: {broker.data_dir} (server.log, console.log)")
     if args.detach:
         print(f"  pid {broker.pid}; stop it with: python tools/kafka_broker.py stop")
@@ -1203,7 +1369,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     p = sub.add_parser("start", help="run one node (broker+controller) until Ctrl-C")
     p.add_argument("--data-dir", default="./kafka-data")
-    p.add_argument("--port", type=int, default=None, help="client port (default: a free one)")
+    p.add_argument(
+        "--port", type=int, default=9092, help="client port (default 9092; 0: a free one)"
+    )
+    p.add_argument(
+        "--sasl-user",
+        action="append",
+        default=[],
+        metavar="USER:PASSWORD",
+        help="serve SASL_PLAINTEXT with mechanism PLAIN for these users (repeatable)",
+    )
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve TLS (SSL, or SASL_SSL with --sasl-user): a dev CA in DATA/tls/ca.pem",
+    )
     p.add_argument("--heap", default=DEFAULT_HEAP)
     p.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT)
     p.add_argument("--detach", action="store_true", help="leave it running in the background")

@@ -79,8 +79,11 @@ def mcp(
         raise ConfigError("who is the agent? give --token (or --url and --token), or --agent")
     session = AgentSession(graph, ident, task=ident.default_task if task is None else task,
                            snapshot_id=snapshot)  # fmt: skip
+    from claimgraph.service.local_writer import listening
+
     try:
-        serve_stdio(session)
+        with listening(graph):  # as the directory's writer, it takes others' writes meanwhile
+            serve_stdio(session)
     finally:
         graph.close()
 
@@ -90,9 +93,9 @@ def _open() -> Any:
         from claimgraph.service.kafka_graph import KafkaGraph
 
         return KafkaGraph(CTX.kafka(), CTX.graph, CTX.data)
-    from claimgraph.service.graph import open_graph
+    from claimgraph.service.attached import open_local
 
-    return open_graph(CTX.data)
+    return open_local(CTX.data)  # attached to serve's writer when serve holds the directory
 
 
 def tools(

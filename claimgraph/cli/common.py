@@ -17,8 +17,17 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from claimgraph.cli.config import (
+    ConfigFile,
+    Setting,
+    global_options,
+    kafka_from_env,
+    kafka_from_flags,
+    load_file,
+)
 from claimgraph.errors import ConfigError, InputError
-from claimgraph.service.graph import DEFAULT_GRAPH, Receipt, open_graph
+from claimgraph.service.attached import local_graph
+from claimgraph.service.graph import DEFAULT_GRAPH, Receipt
 from claimgraph.service.inputs import to_millis
 
 if TYPE_CHECKING:
@@ -68,16 +77,31 @@ class _Ctx:
     bootstrap: str | None = None
     graph: str = DEFAULT_GRAPH
     prefix: str = "claimgraph"
+    config: ConfigFile = ConfigFile()
+    sources: dict[str, Setting] = {}  # noqa: RUF012 - reset by the root callback
+    kafka_settings: dict[str, Setting] = {}  # noqa: RUF012
+    _checked: KafkaConfig | None = None
 
     def kafka(self) -> KafkaConfig:
-        from claimgraph.logs.kafka import KafkaConfig
+        """The Kafka client configuration (bootstrap, prefix, every librdkafka property from
+        -X, CLAIMGRAPH_KAFKA_* and the config file), checked once per process: a bad
+        property, refused credentials or no broker is a clear error, not a hang."""
+        from claimgraph.logs.kafka import KafkaConfig, check_cluster
 
         if not self.bootstrap:
             raise ConfigError(
                 "this command needs a Kafka cluster: --bootstrap HOST:PORT "
-                "(or CLAIMGRAPH_BOOTSTRAP)"
+                "(or CLAIMGRAPH_BOOTSTRAP, or bootstrap in the config file)"
             )
-        return KafkaConfig(self.bootstrap, prefix=self.prefix)
+        cfg = KafkaConfig(
+            self.bootstrap,
+            prefix=self.prefix,
+            extra={k: str(s.value) for k, s in self.kafka_settings.items()},
+        )
+        if self._checked != cfg:
+            check_cluster(cfg)
+            self._checked = cfg
+        return cfg
 
 
 CTX = _Ctx()
@@ -99,8 +123,41 @@ AgentOpt = Annotated[
 TaskOpt = Annotated[str, typer.Option("--task", "-t", help="The task the agent acts in.")]
 
 
+def _load_config(ctx: typer.Context, value: Path | None) -> Path | None:
+    """Eager: read the config file before the other options, as their defaults."""
+    CTX.config = ConfigFile()
+    if value is not None and not ctx.resilient_parsing:
+        CTX.config = load_file(value, ctx.command)
+        ctx.default_map = CTX.config.default_map()
+    return value
+
+
+def _source(ctx: typer.Context, name: str, envvar: str | None, flag: str) -> str:
+    src = getattr(ctx.get_parameter_source(name), "name", None)
+    if src == "COMMANDLINE":
+        return f"flag {flag}"
+    if src == "ENVIRONMENT":
+        return f"env {envvar}"
+    if src == "DEFAULT_MAP":
+        return f"file {CTX.config.path}"
+    return "default"
+
+
 @app.callback()
 def _root(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            envvar="CLAIMGRAPH_CONFIG",
+            is_eager=True,
+            callback=_load_config,
+            help="A TOML config file: the same keys as the flags and CLAIMGRAPH_* variables "
+            "(flag > environment > file > default). See: claimgraph config show.",
+        ),
+    ] = None,
     data: Annotated[
         Path,
         typer.Option("--data", "-d", envvar="CLAIMGRAPH_DATA", help="Data directory of the graph."),
@@ -124,15 +181,41 @@ def _root(
     prefix: Annotated[
         str, typer.Option("--prefix", envvar="CLAIMGRAPH_PREFIX", help="Kafka topic prefix.")
     ] = "claimgraph",
+    kafka_property: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-X",
+            "--kafka-property",
+            help="A Kafka client (librdkafka) property KEY=VALUE, e.g. -X sasl.password=... "
+            "(repeatable; also CLAIMGRAPH_KAFKA_SASL_PASSWORD or [kafka] in the config file).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     CTX.data = data
     CTX.bootstrap = bootstrap
     CTX.graph = graph
     CTX.prefix = prefix
+    CTX._checked = None
+    CTX.sources = {
+        "config": Setting(
+            config, _source(ctx, "config", "CLAIMGRAPH_CONFIG", "--config") if config else "none"
+        )
+    }
+    for name, param in global_options(ctx.command).items():  # every global flag, as set
+        flag = max(param.opts, key=len)
+        CTX.sources[name] = Setting(ctx.params[name], _source(ctx, name, param.envvar, flag))
+    where = f"file {CTX.config.path}"
+    CTX.kafka_settings = {
+        **{k: Setting(v, where) for k, v in CTX.config.kafka.items()},
+        **kafka_from_env(),
+        **kafka_from_flags(kafka_property or []),
+    }
 
 
 @contextmanager
 def graph_session(progress_label: str | None = None) -> Iterator[Any]:
+    """The graph the global options name, for the length of a command."""
     if CTX.bootstrap:
         from claimgraph.service.kafka_graph import KafkaGraph
 
@@ -143,15 +226,14 @@ def graph_session(progress_label: str | None = None) -> Iterator[Any]:
         finally:
             kg.close()
         return
+    # Embedded: as the directory's writer if it is free (listening for other processes'
+    # writes meanwhile), else attached to the process that holds it (service.attached).
     if progress_label:
-        with progress(progress_label) as cb:
-            g = open_graph(CTX.data, progress=cb)
+        with progress(progress_label) as cb, local_graph(CTX.data, progress=cb) as g:
+            yield g
     else:
-        g = open_graph(CTX.data)
-    try:
-        yield g
-    finally:
-        g.close()
+        with local_graph(CTX.data) as g:
+            yield g
 
 
 @contextmanager

@@ -140,6 +140,8 @@ def tick_cmd(
         print_receipt(r, as_json)
         for x in r.decision["exits"]:
             say(f"  {x['conflict_id']}: {x['trigger']} → {x['action']} ({x['detail']})")
+        if r.kind == "rejected":
+            raise typer.Exit(1)
 
 
 def ticker_cmd(

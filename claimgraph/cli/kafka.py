@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -29,7 +29,11 @@ def kafka_init(
 
     base = CTX.kafka()
     cfg = KafkaConfig(
-        base.bootstrap, prefix=base.prefix, partitions=partitions, replication=replication
+        base.bootstrap,
+        prefix=base.prefix,
+        partitions=partitions,
+        replication=replication,
+        extra=base.extra,
     )
     for line in init_topics(cfg):
         say(line)
@@ -68,17 +72,19 @@ def kafka_place(
 def kafka_status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Each partition's head, governor lag and owner (and the --graph's partition)."""
+    """Each partition's head, governor lag and live governor (and the --graph's partition)."""
     from confluent_kafka import Consumer, TopicPartition
 
     from claimgraph.logs.kafka import topic_partitions
     from claimgraph.logs.kafka_layout import check_layout
+    from claimgraph.streams.kafka import live_governors
 
     ctx = CTX
     cfg = ctx.kafka()
     registry = check_layout(cfg)
     parts = topic_partitions(cfg, cfg.commands_topic)
-    rows = []
+    alive = live_governors(cfg, range(parts))
+    rows: list[dict[str, Any]] = []
     for p in range(parts):
         c = Consumer(
             cfg.client(**{"group.id": f"{cfg.prefix}-governor-p{p}", "enable.auto.commit": False})
@@ -101,7 +107,10 @@ def kafka_status(
                 "decided_up_to": position,
                 "lag": max(0, cmd_end - position),
                 "decisions_end": dec_end,
-                "governor_owner": committed.metadata or None,
+                # a governor alive now (in its presence group), else none: never a dead one
+                "governor_owner": alive[p][0] if alive[p] else None,
+                "governors_alive": alive[p],
+                "last_committed_by": committed.metadata or None,
             }
         )
     graph_partition = registry.placements.get(ctx.graph)
@@ -123,10 +132,15 @@ def kafka_status(
         f"{len(registry.placements)} graph(s) placed"
     )
     for r in rows:
+        if r["governors_alive"]:
+            owner = f"governor {', '.join(r['governors_alive'])} (alive)"
+        elif r["last_committed_by"]:
+            owner = f"no governor running (last: {r['last_committed_by']})"
+        else:
+            owner = "no governor running"
         say(
             f"  p{r['partition']}: decisions end {r['decisions_end']}, commands "
-            f"{r['decided_up_to']}/{r['commands_end']} decided (lag {r['lag']}), "
-            f"governor {r['governor_owner'] or '-'}"
+            f"{r['decided_up_to']}/{r['commands_end']} decided (lag {r['lag']}), {owner}"
         )
 
 
@@ -181,12 +195,14 @@ def governor(
         checkpoint_every=checkpoint_every,
         upgrade_oversized=frozenset(upgrade_oversized or ()),
     )
+    metrics.watch(gov)
     signal.signal(signal.SIGTERM, lambda *_: gov.stop())
     try:
         gov.run()
     except KeyboardInterrupt:
         pass
     finally:
+        metrics.close()
         gov.close()
 
 
@@ -201,6 +217,13 @@ def projector(
         int | None,
         typer.Option(help="Checkpoint into DIR/checkpoints after every N projected decisions."),
     ] = None,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            help="Consumer group its position is committed to, for Kafka's lag tools "
+            "(default PREFIX-projector-GRAPH; give each projector of a graph its own)."
+        ),
+    ] = None,
 ) -> None:
     """Project the --graph from Kafka into the --data directory (versioned RocksDB); restarts
     from the newest checkpoint in DIR/checkpoints plus the partition's tail."""
@@ -208,14 +231,16 @@ def projector(
     from claimgraph.streams.metrics import ProjectorMetrics
 
     ctx = CTX
-    proj = KafkaProjector(ctx.kafka(), ctx.graph, Path(ctx.data))
+    proj = KafkaProjector(ctx.kafka(), ctx.graph, Path(ctx.data), group=group)
     metrics = ProjectorMetrics(metrics_port, ctx.graph, metrics_host)
+    metrics.watch(proj)
     signal.signal(signal.SIGTERM, lambda *_: proj.stop())
     try:
         proj.run(on_batch=metrics.update, checkpoint_every=checkpoint_every)
     except KeyboardInterrupt:
         pass
     finally:
+        metrics.close()
         proj.close()
 
 

@@ -11,7 +11,7 @@ import os
 import sys
 
 from claimgraph.cli.common import app, err
-from claimgraph.errors import ClaimgraphError, SchemaError
+from claimgraph.errors import ClaimgraphError, ConfigError, SchemaError
 
 # The command groups register on the one app as they are imported, in this order (--help's).
 # isort: split
@@ -20,6 +20,8 @@ from claimgraph.cli import writes as writes
 from claimgraph.cli import reads as reads  # isort: skip
 from claimgraph.cli import agents, export, governance, kafka, queries, rules, serving  # isort: skip
 from claimgraph.cli import versions  # isort: skip
+from claimgraph.cli import tokens  # isort: skip
+from claimgraph.cli import config_show  # isort: skip
 
 __all__ = ["app", "main"]
 
@@ -31,6 +33,20 @@ serving.register(app)  # serve, runs, key
 agents.register(app)  # mcp, tools
 queries.register(app)  # paths, reach
 export.register(app)  # export
+tokens.register(app)  # token
+config_show.register(app)  # config show
+
+
+# optional dependencies → the extra that installs them (pyproject.toml)
+_EXTRAS = {
+    "uvicorn": "http",
+    "fastapi": "http",
+    "starlette": "http",
+    "confluent_kafka": "kafka",
+    "mcp": "mcp",
+    "networkx": "export",
+    "pyarrow": "export",
+}
 
 
 def main() -> None:
@@ -49,6 +65,15 @@ def main() -> None:
         err.print("claimgraph: interrupted", markup=False)
         sys.exit(130)
     except Exception as exc:  # a bug: say so in one line unless asked for the traceback
+        extra = _EXTRAS.get((getattr(exc, "name", None) or "").split(".")[0])
+        if isinstance(exc, ModuleNotFoundError) and extra is not None:
+            # an optional extra is not installed: a setup error, not a bug
+            err.print(
+                f"claimgraph: error: this command needs the {extra!r} extra (no module "
+                f"{exc.name!r}): pip install 'claimgraph[{extra}]'",
+                markup=False,
+            )
+            sys.exit(ConfigError.exit_code)
         if os.environ.get("CLAIMGRAPH_DEBUG"):
             raise
         err.print(

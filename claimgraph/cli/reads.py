@@ -125,7 +125,7 @@ def neighbors(
     with graph_session() as g:
         version = g.head() if at is None else at
         ns = g.neighbors(
-            node, edge_type=edge_type, direction=direction, at=at, timeout=wait,
+            node, edge_type=edge_type, direction=direction, at=version, timeout=wait,
             min_confidence=min_confidence, writer=writer,
             asserted_after=_ms(after), asserted_before=_ms(before),
         )  # fmt: skip
@@ -191,7 +191,7 @@ def quarantine(
     """Conflicts withheld from the readable graph, with their claims."""
     with graph_session() as g:
         version = g.head() if at is None else at
-        cs = g.quarantine(at=at, include_closed=include_closed)
+        cs = g.quarantine(at=version, include_closed=include_closed)
         if as_json:
             for c in cs:
                 c["claim_details"] = [g.claim_info(x, at=version) for x in c["members"]]

@@ -22,7 +22,8 @@ rules_app = typer.Typer(
 def rules_show(as_json: JsonOpt = False) -> None:
     """The rules revision deciding this graph, and what each revision changed."""
     with graph_session() as g:
-        last = g.decisions(g.head(), 1) if g.head() >= 0 else []
+        head = g.head()
+        last = g.decisions(head, 1) if head >= 0 else []
         now = last[0][1]["rules"] if last else CURRENT
     if as_json:
         emit({"rules": now, "current": CURRENT, "changes": CHANGES})

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from claimgraph.cli.common import CTX, emit, err, graph_session, print_receipt, say
-from claimgraph.errors import ClaimgraphError, ConfigError, IntegrityError
+from claimgraph.cli.common import CTX, emit, graph_session, print_receipt, say
+from claimgraph.cli.tokens import serve_tokens, watch_schema
+from claimgraph.errors import ConfigError, IntegrityError
 from claimgraph.http.limits import HTTP_LIMITS, HttpLimits
 
 __all__ = ["key_app", "register", "runs_app", "serve"]
@@ -24,10 +26,6 @@ key_app = typer.Typer(
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-DEFAULT_PRINCIPALS: list[dict[str, Any]] = [
-    {"agent": "admin", "roles": ["admin"]},
-    {"agent": "reviewer", "roles": ["resolver"]},
-]
 
 
 # -- runs -------------------------------------------------------------------------------------
@@ -174,6 +172,8 @@ def key_register(
         g.signer = _signer(sign_with)
         r = g.register_key(key_id, key_agent, raw, agent=agent)
     print_receipt(r, as_json)
+    if r.kind == "rejected":
+        raise typer.Exit(1)
 
 
 @key_app.command("revoke")
@@ -188,6 +188,8 @@ def key_revoke(
         g.signer = _signer(sign_with)
         r = g.revoke_key(key_id, agent=agent)
     print_receipt(r, as_json)
+    if r.kind == "rejected":
+        raise typer.Exit(1)
 
 
 # -- serve --------------------------------------------------------------------------------------
@@ -199,13 +201,32 @@ def serve(
     tokens: Annotated[
         Path | None,
         typer.Option(
-            help="Token file (bearer token → principal). Default: DATA/tokens.json, created "
-            "with an admin and a reviewer token if missing."
+            help="Token file (bearer token → principal), re-read when it changes or on "
+            "SIGHUP. Default: DATA/tokens.json, created with a token per principal the "
+            "schema names if missing."
         ),
     ] = None,
     tick: Annotated[
-        float, typer.Option(help="Seconds between ticks written to the log (0: no ticker).")
+        float,
+        typer.Option(
+            help="Seconds between the ticker's looks at the next quarantine deadline; it writes "
+            "a tick only when one is due (0: no ticker)."
+        ),
     ] = 5.0,
+    resolvers: Annotated[
+        bool,
+        typer.Option(
+            help="Run the schema's resolver chains on open conflicts as decisions land (when "
+            "the schema defines chains)."
+        ),
+    ] = True,
+    arbiter: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="NAME=COMMAND or NAME=URL: an arbiter this server may run for the schema's "
+            "arbiter NAME (repeatable; also DATA/arbiters.json). Others are never run."
+        ),
+    ] = None,
     signing_key: Annotated[
         Path | None,
         typer.Option(
@@ -246,8 +267,17 @@ def serve(
     max_batch: Annotated[
         int, typer.Option(min=1, max=10_000, help="Commands per POST /v1/commands.")
     ] = HTTP_LIMITS.max_batch,
+    ready_lag: Annotated[
+        float,
+        typer.Option(
+            min=0, help="/readyz answers 503 while the projection is more seconds behind the log."
+        ),
+    ] = 1.0,
+    request_log: Annotated[
+        bool, typer.Option(help="One JSON line per request on stderr (README: Observability).")
+    ] = True,
 ) -> None:
-    """Serve the graph over HTTP: the API, the review page (/review) and a ticker.
+    """Serve the graph over HTTP: the API, the review page (/review), a ticker and resolvers.
 
     Embedded by default (--data); with --bootstrap, the Kafka runtime: writes go to the
     commands topic and reads come from the projector's directory given as --data.
@@ -256,7 +286,7 @@ def serve(
     import uvicorn
 
     from claimgraph.http.app import create_app
-    from claimgraph.http.auth import TokenFile, generate_token_file
+    from claimgraph.http.observe import request_logger
 
     ctx = CTX
     signer = _signer(signing_key)
@@ -270,12 +300,7 @@ def serve(
 
         graph = open_graph(ctx.data)
         runtime = f"embedded, {ctx.data}"
-    token_path = tokens or ctx.data / "tokens.json"
-    if not token_path.exists():
-        if tokens is not None:
-            raise ConfigError(f"token file {token_path} does not exist")
-        generate_token_file(token_path, DEFAULT_PRINCIPALS)
-        say(f"created {token_path} with tokens for: admin (admin), reviewer (resolver)")
+    token_file = serve_tokens(graph, tokens)  # created on first start for the schema's principals
     limits = HttpLimits(
         max_body=max_body,
         max_depth=max_depth,
@@ -289,35 +314,50 @@ def serve(
         max_pins=max_pins,
         max_batch=max_batch,
     )
-    token_file = TokenFile.load(token_path)
-    app = create_app(graph, token_file, signer=signer, limits=limits)
+    app = create_app(
+        graph,
+        token_file,
+        signer=signer,
+        limits=limits,
+        ready_lag=ready_lag,
+        request_log=request_logger() if request_log else None,
+    )
     _mount_mcp(app, graph, token_file, host)
     stop = threading.Event()
+    watch_schema(graph, token_file, stop)  # a schema published later: say which tokens to add
+    # SIGHUP re-reads the tokens; on a thread of its own: the handler may interrupt a reload
+    # that holds the file's lock on this (the main) thread
+    signal.signal(
+        signal.SIGHUP,
+        lambda *_: threading.Thread(target=token_file.reload, name="claimgraph-sighup").start(),
+    )
+    from claimgraph.cli.duties import Duties
 
-    def ticker() -> None:
-        graph.signer = signer
-        try:
-            while not stop.wait(tick):
-                try:
-                    graph.tick(agent="ticker")
-                except ClaimgraphError as exc:  # e.g. the store or broker is away: next tick
-                    err.print(f"claimgraph: tick failed: {exc}", markup=False)
-        except BaseException:  # a bug: say the ticker stopped (the server goes on), re-raise
-            err.print("claimgraph: the ticker stopped on an internal error", markup=False)
-            raise
-
-    if tick > 0:
-        threading.Thread(target=ticker, name="claimgraph-ticker", daemon=True).start()
+    graph.signer = signer
+    duties = Duties(
+        graph,
+        ctx.data,
+        tick=tick,
+        resolvers=resolvers,
+        arbiters=arbiter or [],
+        kafka=ctx.kafka() if ctx.bootstrap else None,
+    )
     url = f"http://{host}:{port}"
     say(f"claimgraph: graph {graph.name!r} ({runtime})")
     say(f"  API          {url}/v1   (OpenAPI: {url}/docs)")
     say(f"  review page  {url}/review")
     say(f"  MCP          {url}/mcp   (streamable HTTP, same tokens)")
-    say(f"  tokens       {token_path}  (Authorization: Bearer TOKEN)")
+    say(f"  probes       {url}/healthz  {url}/readyz  {url}/metrics")
+    say(f"  tokens       {token_file.path}  (Authorization: Bearer TOKEN; reloaded on change)")
+    say(f"  duties       {duties.describe()}")
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        from claimgraph.service.local_writer import listening
+
+        with listening(graph):  # CLI writes from other processes, while serve holds the data
+            uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         stop.set()
+        duties.close()
         graph.close()
 
 

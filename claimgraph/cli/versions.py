@@ -8,13 +8,15 @@ one writer, and the error says so).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from claimgraph.cli.common import CTX, emit, graph_session, print_receipt, progress, say
-from claimgraph.errors import ConfigError, NotFoundError
+from claimgraph.errors import ConfigError, NotFoundError, StorageError
 
 __all__ = ["register"]
 
@@ -32,6 +34,24 @@ replica_app = typer.Typer(
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+@contextmanager
+def _needs_the_writer_stopped(what: str) -> Iterator[None]:
+    """A command that replaces what the directory's writer holds: say which process to stop."""
+    from claimgraph.logs.rocks import is_locked
+    from claimgraph.service.local import ANNOUNCEMENT, read_announcement
+
+    try:
+        yield
+    except StorageError as exc:
+        ann = read_announcement(Path(CTX.data))
+        if not is_locked(exc) or ann is None or not ann.alive():
+            raise
+        raise StorageError(
+            f"{what} replaces what the running writer of {CTX.data} holds: stop that process "
+            f"first (pid {ann.pid}, {Path(CTX.data) / ANNOUNCEMENT})"
+        ) from None
 
 
 def _data() -> Path:
@@ -67,10 +87,14 @@ def gc(
         with progress("gc") as cb:
             rep = _gc_kafka(horizon, keep, age, cb)
     else:
-        from claimgraph.service.graph import open_graph
+        from claimgraph.service.attached import AttachedGraph
 
-        with open_graph(_data()) as g, progress("gc") as cb:
-            rep = gc_graph(g, horizon=horizon, keep=keep, keep_age_ms=age, progress=cb)
+        _data()
+        with graph_session() as g, progress("gc") as cb:
+            if isinstance(g, AttachedGraph):  # serve (or another writer) holds it: it GCs
+                rep = g.gc(horizon=horizon, keep=keep, keep_age_ms=age)
+            else:
+                rep = gc_graph(g, horizon=horizon, keep=keep, keep_age_ms=age, progress=cb)
     if as_json:
         emit(rep.as_dict())
         return
@@ -192,10 +216,11 @@ def checkpoint_create(
             proj.close()
     else:
         from claimgraph.projections.checkpoints import checkpoint_graph
-        from claimgraph.service.graph import open_graph
+        from claimgraph.service.attached import AttachedGraph, local_graph
 
-        with progress("fold") as cb, open_graph(_data(), progress=cb) as g:
-            info = checkpoint_graph(g)
+        with progress("fold") as cb, local_graph(_data(), progress=cb) as g:
+            # serve (or another writer) holds it: that process checkpoints
+            info = g.checkpoint() if isinstance(g, AttachedGraph) else checkpoint_graph(g)
     if keep is not None:
         from claimgraph.projections.checkpoints import prune_checkpoints
 
@@ -253,7 +278,8 @@ def checkpoint_restore(
         return
     from claimgraph.service.graph import open_graph
 
-    info = restore_graph(data, name)
+    with _needs_the_writer_stopped("checkpoint restore"):
+        info = restore_graph(data, name)
     say(f"restored {_describe(info)}")
     with progress("re-project the tail") as cb:
         g = open_graph(data, progress=cb)  # folds from the checkpoint, projects the tail
@@ -327,7 +353,7 @@ def rebuild(
         )
     from claimgraph.service.repair import rebuild as run_rebuild
 
-    with progress("rebuild") as cb:
+    with progress("rebuild") as cb, _needs_the_writer_stopped("rebuild"):
         rep = run_rebuild(_data(), salvage_log=salvage_log, progress=cb)
     if as_json:
         emit(rep.as_dict())

@@ -30,8 +30,9 @@ from claimgraph.cli.common import (
 )
 from claimgraph.core.schema import fail_closed_warnings
 from claimgraph.errors import InputError, NotFoundError
+from claimgraph.service.attached import local_graph
 from claimgraph.service.bounded import INPUT_LIMITS, InputLimits
-from claimgraph.service.graph import Graph, open_graph
+from claimgraph.service.graph import Graph
 from claimgraph.service.inputs import now_millis, parse_command
 from claimgraph.service.jsonlines import line_record, read_lines
 from claimgraph.service.schemas import load_schema_file
@@ -49,11 +50,8 @@ def init(
     ] = None,
 ) -> None:
     """Create an empty graph in the data directory (idempotent)."""
-    g = open_graph(CTX.data, create=True, graph=graph or CTX.graph)
-    try:
+    with local_graph(CTX.data, create=True, graph=graph or CTX.graph) as g:
         out.print(f"graph {g.name!r} in {g.path} at version {g.head()}", markup=False)
-    finally:
-        g.close()
 
 
 @schema_app.command("check")

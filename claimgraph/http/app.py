@@ -7,7 +7,8 @@ ingress's :class:`~claimgraph.service.signers.Signer` into a FastAPI app. Every 
 it checks the caller's token, calls the graph through the port, and maps our errors to
 problem+json (:mod:`claimgraph.http.problems`). The routes live in one module per concern:
 ``commands`` (writes), ``reads``, ``runs``, ``review`` (the page); ``middleware`` bounds
-each request before it reaches a route and maps errors.
+each request before it reaches a route and maps errors; ``observe`` times and logs every
+request and serves ``/metrics`` and ``/readyz``.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from typing import Any, cast
 from fastapi import FastAPI
 
 from claimgraph import __version__
-from claimgraph.http import commands, middleware, queries, reads, review, runs
+from claimgraph.http import commands, middleware, observe, queries, reads, review, runs
 from claimgraph.http.auth import TokenFile
 from claimgraph.http.context import Context
+from claimgraph.http.headers import SecurityHeaders
 from claimgraph.http.limits import HTTP_LIMITS, HttpLimits
 from claimgraph.http.thin import ThinReads
 from claimgraph.service.port import GraphPort
@@ -34,9 +36,14 @@ def create_app(
     *,
     signer: Signer | None = None,
     limits: HttpLimits = HTTP_LIMITS,
+    ready_lag: float = 1.0,
+    request_log: observe.RequestLog | None = None,
 ) -> FastAPI:
     """The HTTP API over ``graph`` (embedded or Kafka), authenticating with ``tokens``,
-    within ``limits`` (what one request and one principal may cost; README: Limits)."""
+    within ``limits`` (what one request and one principal may cost; README: Limits).
+
+    ``/readyz`` answers 503 while the projection is more than ``ready_lag`` seconds behind
+    the log; ``request_log`` gets one JSON-ready dict per request (:mod:`.observe`)."""
     app = FastAPI(
         title="claimgraph",
         version=__version__,
@@ -47,12 +54,14 @@ def create_app(
     app.state.thin = {"answered": 0}  # plain GET /v1/edge answered by the thin path
     app.add_middleware(ThinReads, context=ctx, stats=app.state.thin)  # first: inside the gate
     middleware.install(app, tokens, limits)
+    observe.install(app, graph, ready_lag=ready_lag, log=request_log)  # outermost: sees all
+    app.add_middleware(SecurityHeaders)  # outermost: every answer carries them
     app.state.context = ctx
     app.include_router(commands.router(ctx))
     app.include_router(reads.router(ctx))
     app.include_router(queries.router(ctx))
     app.include_router(runs.router(ctx))
-    app.include_router(review.router())
+    app.include_router(review.router(ctx))
 
     @app.get("/healthz", tags=["reads"])
     def healthz() -> dict[str, Any]:

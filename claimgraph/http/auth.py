@@ -1,13 +1,21 @@
 """Bearer tokens → principals, read from a token file (identity is never self-declared).
 
-A token file is YAML (or JSON) and should be readable only by its owner::
+A token file is JSON when its name ends in ``.json`` (what ``claimgraph serve`` and
+``claimgraph token add`` write), YAML otherwise, and should be readable only by its owner
+(annotated here; the file itself has no comments)::
 
-    tokens:
-      - agent: inventory           # the principal: every command it sends is this agent's
-        tasks: ["reconcile-*"]     # the tasks it may claim to act in (patterns; default "*")
-        roles: []                  # admin and/or resolver: may publish, grant, resolve
-        token: "s3cr3t..."         # the bearer token itself, or
-        sha256: "9f86d0..."        # its SHA-256 hex digest (then the file holds no secret)
+    {"tokens": [
+      {"agent": "inventory",          # the principal: every command it sends is this agent's
+       "tasks": ["reconcile-*"],      # the tasks it may claim to act in (patterns; default "*")
+       "roles": [],                   # admin and/or resolver: may publish, grant, resolve
+       "token": "s3cr3t..."},         # the bearer token itself, or
+      {"agent": "sre-oncall", "roles": ["resolver"],
+       "sha256": "9f86d0..."}         # its SHA-256 hex digest (then the file holds no secret)
+    ]}
+
+A ``.json`` file that older versions wrote (JSON after ``#`` comment lines) is still read, and
+marked :attr:`TokenFile.legacy` so that its owner rewrites it as plain JSON
+(:mod:`claimgraph.http.tokens`).
 
 Tokens are compared by their SHA-256 digests; neither tokens nor digests are ever logged, and
 a principal's ``repr`` does not show them.
@@ -29,7 +37,15 @@ import yaml
 from claimgraph.core.schema import Pattern
 from claimgraph.errors import ConfigError
 
-__all__ = ["ROLES", "Principal", "TokenFile", "generate_token_file", "token_digest"]
+__all__ = [
+    "ROLES",
+    "Principal",
+    "TokenFile",
+    "generate_token_file",
+    "new_token",
+    "token_digest",
+    "write_token_file",
+]
 
 ROLES = ("admin", "resolver")
 
@@ -65,9 +81,18 @@ class Principal:
 class TokenFile:
     """The principals of a token file, looked up by token digest."""
 
-    def __init__(self, principals: dict[str, Principal], source: str = "<tokens>") -> None:
+    def __init__(
+        self,
+        principals: dict[str, Principal],
+        source: str = "<tokens>",
+        *,
+        entries: list[dict[str, Any]] | None = None,
+        legacy: bool = False,
+    ) -> None:
         self._by_digest = principals
         self.source = source
+        self.entries = entries or []  # the file's entries as written (to add to them)
+        self.legacy = legacy  # JSON after '#' comment lines, as earlier versions wrote it
 
     def __repr__(self) -> str:
         return f"TokenFile({self.source!r}, {len(self._by_digest)} principals)"
@@ -83,10 +108,28 @@ class TokenFile:
 
     @classmethod
     def parse(cls, text: str, source: str = "<tokens>") -> TokenFile:
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{source}: not YAML: {exc}") from None
+        """Parse a token file: JSON if ``source`` ends in ``.json``, YAML otherwise."""
+        legacy = False
+        if source.endswith(".json"):
+            try:
+                doc = json.loads(text)
+            except ValueError as exc:
+                body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#"))
+                bad = ConfigError(
+                    f"{source}: not JSON ({exc}); a YAML token file needs a .yaml name"
+                )
+                if not text.startswith("#"):
+                    raise bad from None
+                try:
+                    doc = json.loads(body)
+                except ValueError:
+                    raise bad from None
+                legacy = True
+        else:
+            try:
+                doc = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"{source}: not YAML: {exc}") from None
         entries = doc.get("tokens") if isinstance(doc, dict) else None
         if not isinstance(entries, list):
             raise ConfigError(f"{source}: expected a mapping with a 'tokens' list")
@@ -109,7 +152,7 @@ class TokenFile:
             if dg in out:
                 raise ConfigError(f"{where}: the same token appears twice")
             out[dg] = Principal(e["agent"], tuple(tasks), frozenset(roles))
-        return cls(out, source)
+        return cls(out, source, entries=[dict(e) for e in entries], legacy=legacy)
 
     def principal(self, token: str | None) -> Principal | None:
         """The principal of a bearer token, or None (constant-time digest comparison)."""
@@ -126,13 +169,36 @@ class TokenFile:
         return list(self._by_digest.values())
 
 
+def new_token() -> str:
+    """A fresh random bearer token (256 bits)."""
+    return secrets.token_urlsafe(32)
+
+
+def write_token_file(path: Path, entries: list[dict[str, Any]]) -> None:
+    """Replace ``path`` atomically (mode 600) with these entries: plain JSON for a ``.json``
+    name, YAML otherwise. The result is checked by parsing it before it replaces the file."""
+    doc = {"tokens": entries}
+    if path.name.endswith(".json"):
+        text = json.dumps(doc, indent=2) + "\n"
+    else:
+        text = "# claimgraph bearer tokens: keep this file private.\n" + yaml.safe_dump(doc)
+    TokenFile.parse(text, str(path))  # never write a file the server would refuse
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def generate_token_file(path: Path, principals: list[dict[str, Any]]) -> dict[str, str]:
     """Write a token file (mode 600) with a fresh random token per principal; agent → token."""
-    tokens = {p["agent"]: secrets.token_urlsafe(32) for p in principals}
-    doc = {"tokens": [{**p, "token": tokens[p["agent"]]} for p in principals]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write("# claimgraph bearer tokens: keep this file private.\n")
-        f.write(json.dumps(doc, indent=2) + "\n")
+    tokens = {p["agent"]: new_token() for p in principals}
+    write_token_file(path, [{**p, "token": tokens[p["agent"]]} for p in principals])
     return tokens

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request
 
 from claimgraph.core.model import LIMITS, Decision, Reason
-from claimgraph.errors import AuthError
+from claimgraph.errors import AuthError, ConfigError, InputError
 from claimgraph.http.auth import Principal, TokenFile
 from claimgraph.http.limits import HTTP_LIMITS, HttpLimits, RunTally, Slots
 from claimgraph.service.api import Receipt
 from claimgraph.service.port import GraphPort
+from claimgraph.service.reads import Browsable
 from claimgraph.service.signers import Signer
 
-__all__ = ["Context", "clean", "decision_json", "receipt_json"]
+__all__ = ["Context", "browsable", "clean", "cursor_of", "decision_json", "key_of", "receipt_json"]
 
 
 @dataclass(slots=True)
@@ -71,3 +73,26 @@ def receipt_json(r: Receipt) -> dict[str, Any]:
         "version": r.version,
         "decision": decision_json(r.decision),
     }
+
+
+def browsable(graph: GraphPort) -> Browsable:
+    """The graph's paging reads (the embedded and the Kafka graph have them)."""
+    if not isinstance(graph, Browsable):
+        raise ConfigError(f"{type(graph).__name__} cannot be browsed page by page")
+    return graph
+
+
+def cursor_of(key: str | None) -> str | None:
+    """A page's resume key as an opaque, URL-safe cursor."""
+    return None if key is None else base64.urlsafe_b64encode(key.encode("utf-8")).decode()
+
+
+def key_of(cursor: str | None) -> str | None:
+    """The resume key a cursor stands for; a cursor we did not make is a 422."""
+    if not cursor:
+        return None
+    try:
+        raw = base64.b64decode(cursor.encode("ascii"), altchars=b"-_", validate=True)
+        return raw.decode("utf-8")
+    except (ValueError, UnicodeError):
+        raise InputError("cursor: not a cursor this API returned") from None

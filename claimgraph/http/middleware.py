@@ -7,8 +7,9 @@ chunked one as soon as it passes ``max_body`` (so at most ``max_body`` bytes of 
 ever held), and a body nested deeper than ``max_depth`` before a parser recurses into it. A
 principal (looked up from the bearer token; every caller without a valid token shares one
 pool) may have ``max_requests`` requests in flight; one more is refused at once (429), so a
-flood from one principal takes at most that many of the server's workers. ``GET /healthz``
-is not counted: liveness answers even while the unauthenticated pool is flooded.
+flood from one principal takes at most that many of the server's workers. ``GET /healthz``,
+``/readyz`` and ``/metrics`` are not counted: probes answer even while the unauthenticated
+pool is flooded.
 
 Refusals at the gate are **not recorded** in the log: nothing was read that could be decided,
 the caller is not yet authenticated, and recording them would let anyone grow the log at the
@@ -29,10 +30,14 @@ from claimgraph.core.model import Reason
 from claimgraph.errors import ClaimgraphError, LimitError
 from claimgraph.http.auth import TokenFile
 from claimgraph.http.limits import HttpLimits, Slots
+from claimgraph.http.observe import PRINCIPAL
 from claimgraph.http.problems import error_problem, problem
 from claimgraph.service.bounded import too_deep
 
-__all__ = ["Gate", "GateStats", "install"]
+__all__ = ["UNGATED", "Gate", "GateStats", "install"]
+
+# probes and scrapes: answered before the gate counts them, so a flood cannot hide the server
+UNGATED = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 @dataclass(slots=True)
@@ -72,12 +77,13 @@ class Gate:
             self.stats.too_large += 1
             await self._refuse(scope, send, self._too_large(declared.decode("latin-1")))
             return
-        if scope["path"] == "/healthz" and scope["method"] == "GET":
-            await self.app(scope, receive, send)  # liveness answers even through a flood
+        if scope["path"] in UNGATED and scope["method"] == "GET":
+            await self.app(scope, receive, send)  # probes answer even through a flood
             return
         scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
         p = self.tokens.principal(token.strip() if scheme.lower() == "bearer" else None)
         key, who = (p.agent, repr(p.agent)) if p is not None else ("", "unauthenticated callers")
+        scope[PRINCIPAL] = p.agent if p is not None else None  # for the request log
         try:
             with self.requests.hold(key, who):
                 body, more = await self._read(receive)

@@ -17,12 +17,20 @@ from claimgraph.core.model import LIMITS
 from claimgraph.errors import LimitError, NotFoundError
 from claimgraph.http.auth import Principal
 from claimgraph.http.bodies import I64, PROBLEM_RESPONSES, AtQuery, EdgesIn, TimeoutQuery
-from claimgraph.http.context import Context, decision_json
+from claimgraph.http.context import Context, browsable, cursor_of, decision_json, key_of
 from claimgraph.service.api import node
 
 __all__ = ["router"]
 
 IdQuery = Annotated[str, Query(min_length=1, max_length=LIMITS["id"])]
+CursorQuery = Annotated[
+    str | None,
+    Query(max_length=4 * LIMITS["id"], description="next_cursor of the page before"),
+]
+SearchQuery = Annotated[
+    str,
+    Query(max_length=LIMITS["id"], description="case-insensitive substring to search for"),
+]
 NodeQuery = Annotated[str, Query(alias="node", min_length=1, max_length=LIMITS["id"])]
 
 
@@ -176,12 +184,30 @@ def router(ctx: Context) -> APIRouter:
         include_closed: bool = False,
         at: AtQuery = None,
         timeout: TimeoutQuery = 0.0,
+        limit: Annotated[int | None, Query(ge=1, le=500)] = None,
+        cursor: CursorQuery = None,
+        q: SearchQuery = "",
     ) -> dict[str, Any]:
-        """Conflicts withheld from the readable graph, each with its claims' full evidence."""
+        """Conflicts withheld from the readable graph, each with its claims' full evidence.
+
+        All of them; or, with ``limit``, ``cursor`` or ``q``, one page of at most ``limit``
+        (default 20) matching ``q`` (id, edge type, slot nodes, claim ids, writers):
+        ``next_cursor`` is set, and ``truncated`` true, whenever more may follow."""
         p = ctx.principal(request)
         v = await at_of(p, at, timeout)
-        cs = graph.quarantine(at=v, include_closed=include_closed)
-        return {"version": v, "conflicts": [with_claims(c, v) for c in cs]}
+        if limit is None and cursor is None and not q:
+            cs = graph.quarantine(at=v, include_closed=include_closed)
+            return {"version": v, "conflicts": [with_claims(c, v) for c in cs]}
+        page = browsable(graph).quarantine_page(
+            at=v, after=key_of(cursor), q=q, limit=limit or 20, include_closed=include_closed
+        )
+        return {
+            "version": v,
+            "conflicts": [with_claims(c, v) for c in page.items],
+            "next_cursor": cursor_of(page.after),
+            "truncated": page.truncated,
+            "scanned": page.scanned,
+        }
 
     @r.get("/v1/escalations")
     async def get_escalations(
@@ -249,12 +275,23 @@ def router(ctx: Context) -> APIRouter:
         request: Request,
         at: AtQuery = None,
         limit: Annotated[int, Query(ge=1, le=5000)] = 500,
+        cursor: CursorQuery = None,
+        q: SearchQuery = "",
     ) -> dict[str, Any]:
-        """The graph's edges at a version (present and unknown), for the review page."""
+        """One page of the graph's edges at a version (present and unknown) in key order,
+        after ``cursor``, matching ``q`` (edge type, subject, object): ``next_cursor`` is set,
+        and ``truncated`` true, whenever more may follow."""
         p = ctx.principal(request)
         v = await at_of(p, at, 0.0)
-        edges = graph.edges(at=v, limit=limit)
-        return {"version": v, "head": graph.head(), "edges": [e.as_dict() for e in edges]}
+        page = browsable(graph).edges_page(at=v, after=key_of(cursor), q=q, limit=limit)
+        return {
+            "version": v,
+            "head": graph.head(),
+            "edges": [e.as_dict() for e in page.items],
+            "next_cursor": cursor_of(page.after),
+            "truncated": page.truncated,
+            "scanned": page.scanned,
+        }
 
     @r.get("/v1/decisions")
     def get_decisions(

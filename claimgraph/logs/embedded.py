@@ -23,8 +23,10 @@ from claimgraph.logs.rocks import (
     Place,
     close_quietly,
     get,
+    named,
     open_or_stand_in,
     open_rdict,
+    open_secondary,
     valid,
     write,
 )
@@ -130,6 +132,7 @@ class EmbeddedLogStore:
         create: bool = False,
         clock: Callable[[], int] | None = None,
         wal: str = STRICT,
+        secondary: Path | None = None,
     ) -> None:
         # append times (ms) come from the wall clock; a simulation or a test may pass its own
         self.clock: Callable[[], int] = clock or _wall_ms
@@ -138,7 +141,12 @@ class EmbeddedLogStore:
         self.place = Place(str(path), self._remedy)
         self._create = create
         self._wal = wal
-        self.db = open_rdict(path, create=create, wal=wal, remedy=self._remedy)
+        # secondary: read-only, in a process other than the writer's (see catch_up)
+        self.secondary = secondary
+        if secondary is None:
+            self.db = open_rdict(path, create=create, wal=wal, remedy=self._remedy)
+        else:
+            self.db = open_secondary(path, secondary, remedy=self._remedy)
         self._sync = WriteOptions()
         self._sync.sync = True
         self.failed = False  # a write failed: reopen before the next one (see reopen)
@@ -164,6 +172,13 @@ class EmbeddedLogStore:
             for log in (self.commands, self.decisions, self.runs):
                 log.reset()
             raise
+
+    def catch_up(self) -> None:
+        """A secondary: see what the writer has written since (whole batches only)."""
+        with named(self.place, "catching up with the writer"):
+            self.db.try_catch_up_with_primary()
+        for log in (self.commands, self.decisions, self.runs):
+            log.reset()
 
     def position(self, name: str) -> int:
         v = get(self.db, b"M" + name.encode(), self.place, f"reading position {name!r}")

@@ -36,6 +36,7 @@ from claimgraph.logs.base import LogRecord
 __all__ = [
     "KafkaConfig",
     "KafkaLog",
+    "check_cluster",
     "consumer_lag",
     "read_partition",
     "topic_partitions",
@@ -81,6 +82,53 @@ class KafkaConfig:
             **conf,
             "allow.auto.create.topics": False,
         }
+
+
+_AUTH_CODES = frozenset(
+    {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._SSL}
+)
+
+
+def check_cluster(cfg: KafkaConfig, timeout: float = 20.0) -> None:
+    """Fail fast on what no retry fixes, before a process starts its work.
+
+    A client property librdkafka does not know or accept, credentials the broker refuses
+    (SASL, TLS) → ConfigError naming it; no broker answering within ``timeout`` →
+    StorageError naming the bootstrap and the last error. Without this, a wrong password
+    shows up as a client that retries forever.
+    """
+    seen: list[KafkaError] = []
+    try:
+        admin = AdminClient(cfg.client(error_cb=seen.append, log_level=0))
+    except (KafkaException, ValueError, TypeError) as exc:
+        err = exc.args[0] if exc.args else exc
+        text = err.str() if isinstance(err, KafkaError) else str(err)
+        raise ConfigError(f"Kafka client configuration: {text}") from None
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while True:
+        try:
+            admin.list_topics(timeout=0.5)
+            return
+        except KafkaException as exc:
+            err = exc.args[0]
+            last = err.str() if isinstance(err, KafkaError) else str(err)
+        admin.poll(0)
+        for e in seen:
+            if e.code() in _AUTH_CODES:
+                raise ConfigError(
+                    f"Kafka at {cfg.bootstrap} refused this client's credentials or TLS "
+                    f"settings: {e.str()} "
+                    "(check security.protocol, sasl.mechanism, sasl.username, sasl.password "
+                    "and the ssl.* properties: claimgraph config show)"
+                )
+        if seen:
+            last = seen[-1].str()
+        if time.monotonic() >= deadline:
+            raise StorageError(
+                f"no Kafka broker answered at {cfg.bootstrap} within {timeout:.0f}s ({last})"
+            )
+        time.sleep(0.1)  # a refused connection fails at once: do not spin
 
 
 def topic_partitions(cfg: KafkaConfig, topic: str, timeout: float = 10.0) -> int:

@@ -53,9 +53,11 @@ __all__ = [
     "estimated_keys",
     "failure",
     "get",
+    "is_locked",
     "named",
     "open_or_stand_in",
     "open_rdict",
+    "open_secondary",
     "rocksdb_errors",
     "shared_block_cache",
     "valid",
@@ -71,6 +73,14 @@ __all__ = [
 STRICT = "strict"
 PREFIX = "prefix"
 SALVAGE = "salvage"
+
+# How a StorageError says that another process holds a database (RocksDB allows one writer).
+_LOCKED = "in use by another claimgraph process (RocksDB lock held)"
+
+
+def is_locked(exc: BaseException) -> bool:
+    """Whether ``exc`` is the StorageError of a database another process holds."""
+    return isinstance(exc, StorageError) and _LOCKED in str(exc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,9 +119,7 @@ def failure(
             place.path,
         )
     if "lock" in msg.lower():
-        return StorageError(
-            f"{place.path}: it is in use by another claimgraph process (RocksDB lock held)"
-        )
+        return StorageError(f"{place.path}: it is {_LOCKED}")
     return StorageError(f"{place.path}: {msg} (while {doing})")
 
 
@@ -288,6 +296,32 @@ def open_rdict(path: Path, *, create: bool, wal: str = PREFIX, remedy: str = "")
         if isinstance(err, DiskFullError):
             raise err from None
         raise StorageError(f"cannot open {path}: {msg}") from None
+    ro = ReadOptions()
+    ro.set_verify_checksums(True)
+    db.set_read_options(ro)
+    return db
+
+
+def open_secondary(path: Path, secondary: Path, *, remedy: str = "") -> Rdict:
+    """Open a database another process writes as a read-only *secondary* instance.
+
+    ``secondary`` is a scratch directory of this process. The instance takes no lock and sees
+    what the primary wrote up to its last ``try_catch_up_with_primary()`` (whole write
+    batches only); checksums are verified as by :func:`open_rdict`, failures named alike.
+    """
+    from rocksdict import AccessType
+
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(False)
+    opts.set_paranoid_checks(True)
+    opts.set_max_open_files(-1)  # files the primary compacts away stay readable until caught up
+    place = Place(str(path), remedy)
+    try:
+        db = Rdict(str(path), opts, access_type=AccessType.secondary(str(secondary)))
+    except Exception as exc:
+        if type(exc) is not Exception:
+            raise  # not RocksDB's (rocksdict raises the bare Exception): a bug of ours
+        raise failure(exc, place, "opening it as a secondary") from None
     ro = ReadOptions()
     ro.set_verify_checksums(True)
     db.set_read_options(ro)

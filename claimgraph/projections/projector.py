@@ -23,6 +23,7 @@ from claimgraph.logs.rocks import (
     get,
     open_or_stand_in,
     open_rdict,
+    open_secondary,
     valid,
     write,
 )
@@ -85,14 +86,19 @@ def conflict_row(state: GraphState, conflict_id: str) -> dict[str, Any]:
 class ProjectionStore:
     """A projection database: versioned rows plus the applied offset."""
 
-    def __init__(self, path: Path, *, create: bool = False) -> None:
+    def __init__(self, path: Path, *, create: bool = False, secondary: Path | None = None) -> None:
         self.path = path
         self._create = create
         self._remedy = projection_remedy(path)
         self.place = Place(str(path), self._remedy)
         # PREFIX: a damaged or cut-short WAL keeps its consistent prefix (rows and applied
         # offset travel in the same batches) and the lost tail is re-projected from the log
-        self.db: Rdict = open_rdict(path, create=create, wal=PREFIX, remedy=self._remedy)
+        # secondary: opened read-only beside the process that writes it (open_secondary)
+        self.db: Rdict = (
+            open_rdict(path, create=create, wal=PREFIX, remedy=self._remedy)
+            if secondary is None
+            else open_secondary(path, secondary, remedy=self._remedy)
+        )
         self._wo = WriteOptions()
         self._wo.sync = False  # the logs are the durable truth; a lost tail is re-projected
         self.failed = False  # a write failed: reopen before the next one (see reopen)

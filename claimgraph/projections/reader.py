@@ -194,17 +194,20 @@ class ProjectionReader:
         return None
 
     def _scan_at(
-        self, family: bytes, prefix: str, at: int, it: Any = None
+        self, family: bytes, prefix: str, at: int, after: str | None = None, it: Any = None
     ) -> Iterator[tuple[str, bytes]]:
-        """(entity, value as of ``at``) for every entity under ``prefix`` (with ``it``, an
-        iterator no other read uses meanwhile; default a fresh one)."""
+        """(entity, value as of ``at``) for every entity under ``prefix`` (after ``after``;
+        with ``it``, an iterator no other read uses meanwhile; default a fresh one)."""
         if at < 0:
             return
         raw_prefix = family + prefix.encode("utf-8")
         target = inv(at)
         place = self._place
         it = self.db.iter() if it is None else it
-        it.seek(raw_prefix)
+        start = raw_prefix
+        if after is not None:  # past every row of ``after``: its key is entity ‖ 0x00 ‖ version
+            start = max(start, family + after.encode("utf-8") + b"\x01")
+        it.seek(start)
         while it.valid() or valid(it, place, "scanning", at):
             k: bytes = it.key()
             if not k.startswith(raw_prefix):
@@ -221,6 +224,14 @@ class ProjectionReader:
             it.next()  # most entities have one or two rows: step before seeking past them
             if valid(it, place, "scanning", at) and it.key()[:-8] == ent:
                 it.seek(ent[:-1] + b"\x01")
+
+    def scan(
+        self, family: bytes, at: int, *, after: str | None = None
+    ) -> Iterator[tuple[str, bytes]]:
+        """(entity, row as of ``at``) of every entity of ``family`` in key order, starting
+        after the entity ``after``: the primitive that paging resumes from."""
+        self._check(at)
+        return self._scan_at(family, "", at, after)
 
     def schema(self, at: int) -> GraphSchema | None:
         """The schema in force at ``at`` (cached: reads must not re-parse it every time)."""

@@ -238,8 +238,15 @@ class AsyncHttpGraph(AsyncGraph):
         return reach_result(await self._get("/v1/reach", **q))
 
     async def edges(self, *, at: int | None = None, limit: int = 500) -> list[EdgeView]:
-        r = await self._get("/v1/graph", at=at, limit=limit)
-        return [_edge_view(e) for e in r["edges"]]
+        out: list[EdgeView] = []
+        cursor = None
+        while True:  # the server's pages, at one version, until ``limit`` or the end
+            want = min(limit - len(out), 5000)
+            r = await self._get("/v1/graph", at=at, limit=want, cursor=cursor)
+            out += [_edge_view(e) for e in r["edges"]]
+            at, cursor = r["version"], r.get("next_cursor")
+            if cursor is None or len(out) >= limit:
+                return out[:limit]
 
     async def history(
         self,

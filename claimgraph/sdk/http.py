@@ -606,9 +606,17 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
             return None
 
     def edges(self, *, at: int | None = None, limit: int = 500) -> list[EdgeView]:
-        """The graph's edges as of ``at`` (present and unknown), at most ``limit``."""
-        r = self._get("/v1/graph", at=at, limit=limit)
-        return [_edge_view(e) for e in r["edges"]]
+        """The graph's edges as of ``at`` (present and unknown), at most ``limit``: the
+        server's pages (each a bounded scan) followed at one version until either is reached."""
+        out: list[EdgeView] = []
+        cursor = None
+        while True:
+            want = min(limit - len(out), 5000)
+            r = self._get("/v1/graph", at=at, limit=want, cursor=cursor)
+            out += [_edge_view(e) for e in r["edges"]]
+            at, cursor = r["version"], r.get("next_cursor")
+            if cursor is None or len(out) >= limit:
+                return out[:limit]
 
     def escalation(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None:
         """A conflict's self-contained escalation payload (claims, evidence, votes, ...)."""

@@ -13,6 +13,11 @@ time is bounded — a command runs in a process group of its own, and the whole 
 killed at the timeout (and once the command has answered, so nothing it started outlives
 it). Every failure is an :class:`~claimgraph.errors.ArbiterError`: the chain records why and
 moves on.
+
+A server runs only arbiters on its own allow-list (:class:`ArbiterAllowList`: ``serve
+--arbiter NAME=CMD|URL`` and ``DATA/arbiters.json``), by name: what runs for a name is the
+operator's definition, never the command or URL a published schema gives — publishing a
+schema (an admin's token) must not be a way to run a process on the server.
 """
 
 from __future__ import annotations
@@ -20,18 +25,30 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import selectors
+import shlex
 import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from select import select as _poll_fds
 from typing import Any, Protocol
 
-from claimgraph.errors import ArbiterError, InputError
+from claimgraph.errors import ArbiterError, ConfigError, InputError
 from claimgraph.service.bounded import InputLimits, loads
 
-__all__ = ["MAX_DEPTH", "MAX_OUTPUT", "Arbiter", "CommandArbiter", "HttpArbiter"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_OUTPUT",
+    "AllowedArbiter",
+    "Arbiter",
+    "ArbiterAllowList",
+    "CommandArbiter",
+    "HttpArbiter",
+]
 
 MAX_OUTPUT = 1024 * 1024  # bytes of an arbiter's answer (stdout or HTTP body), by default
 MAX_DEPTH = 32  # JSON nesting of the answer, measured before parsing, by default
@@ -231,3 +248,126 @@ def _answer(raw: bytes, max_depth: int = MAX_DEPTH) -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise ArbiterError(f"expected a JSON object, got {type(value).__name__}")
     return value
+
+
+# -- the server's allow-list ----------------------------------------------------------------------
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+ALLOW_FILE = "arbiters.json"  # beside the data: DATA/arbiters.json
+_NO_SOURCE = "empty: no --arbiter and no arbiters.json"
+
+
+@dataclass(frozen=True, slots=True)
+class AllowedArbiter:
+    """One arbiter the operator allows a server to run: a command (argv) or an http(s) URL."""
+
+    name: str
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    timeout: float | None = None  # seconds; None: the schema's (capped by the resolver limits)
+
+    def build(
+        self, timeout: float, *, max_output: int = MAX_OUTPUT, max_depth: int = MAX_DEPTH
+    ) -> Arbiter:
+        """The arbiter, with ``timeout`` (the schema's, capped) unless this entry sets one."""
+        t = min(timeout, self.timeout) if self.timeout is not None else timeout
+        bounds = {"max_output": max_output, "max_depth": max_depth, "name": self.name}
+        if self.command:
+            return CommandArbiter(self.command, timeout=t, **bounds)  # type: ignore[arg-type]
+        assert self.url is not None
+        return HttpArbiter(self.url, timeout=t, **bounds)  # type: ignore[arg-type]
+
+    def describe(self) -> str:
+        return self.url or shlex.join(self.command)
+
+
+def _entry(name: str, what: str, timeout: float | None, where: str) -> AllowedArbiter:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(f"{where}: arbiter name {str(name)[:80]!r} is not a name")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 600
+    ):
+        raise ConfigError(f"{where}: arbiter {name!r}: timeout must be seconds in (0, 600]")
+    if what.startswith(("http://", "https://")):
+        return AllowedArbiter(name, url=what, timeout=timeout)
+    try:
+        argv = tuple(shlex.split(what))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: arbiter {name!r}: {exc}") from None
+    if not argv:
+        raise ConfigError(f"{where}: arbiter {name!r} names no command or URL")
+    return AllowedArbiter(name, command=argv, timeout=timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class ArbiterAllowList:
+    """The arbiters a server may run, by name (server configuration, never the schema)."""
+
+    entries: Mapping[str, AllowedArbiter] = field(default_factory=dict)
+    source: str = _NO_SOURCE
+
+    def get(self, name: str) -> AllowedArbiter | None:
+        return self.entries.get(name)
+
+    def refusal(self, name: str) -> str:
+        """Why the arbiter ``name`` is not run: said in the chain's trail and on stderr."""
+        return (
+            f"arbiter {name!r} is not on this server's allow-list ({self.source}); not run "
+            f"(allow it: serve --arbiter {name}=COMMAND or URL, or {ALLOW_FILE})"
+        )
+
+    @classmethod
+    def parse(cls, flags: Sequence[str], file: Path | None = None) -> ArbiterAllowList:
+        """``--arbiter NAME=CMD|URL`` flags, over the entries of ``file`` when it exists.
+
+        The file is JSON: ``{"arbiters": {"NAME": {"command": [...]} | {"url": "..."},
+        ...}}`` (each may add ``"timeout": SECONDS``). A flag's command is split like a shell
+        would split it (no shell runs it).
+        """
+        entries: dict[str, AllowedArbiter] = {}
+        sources = []
+        if file is not None and file.exists():
+            entries.update(_load_file(file))
+            sources.append(str(file))
+        for flag in flags:
+            name, eq, what = flag.partition("=")
+            if not eq:
+                raise ConfigError(f"--arbiter {flag[:80]!r}: expected NAME=COMMAND or NAME=URL")
+            entries[name] = _entry(name, what, None, "--arbiter")
+        if flags:
+            sources.append("--arbiter")
+        return cls(entries, " and ".join(sources) or _NO_SOURCE)
+
+
+def _load_file(path: Path) -> dict[str, AllowedArbiter]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    if len(raw) > 1024 * 1024:
+        raise ConfigError(f"{path}: larger than 1 MiB")
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not JSON: {exc}") from None
+    arbs = doc.get("arbiters") if isinstance(doc, dict) else None
+    if not isinstance(arbs, dict) or set(doc) != {"arbiters"}:
+        raise ConfigError(f'{path}: expected {{"arbiters": {{NAME: {{"command": [...]}}}}}}')
+    out: dict[str, AllowedArbiter] = {}
+    for name, spec in arbs.items():
+        where = f"{path}: arbiters.{str(name)[:80]}"
+        if not isinstance(spec, dict) or not set(spec) <= {"command", "url", "timeout"}:
+            raise ConfigError(f"{where}: expected an object with command or url (and timeout)")
+        cmd, url = spec.get("command"), spec.get("url")
+        if (cmd is None) == (url is None):
+            raise ConfigError(f"{where}: expected exactly one of command or url")
+        if cmd is not None:
+            if not isinstance(cmd, list) or not cmd or not all(isinstance(x, str) for x in cmd):
+                raise ConfigError(f"{where}.command: expected a non-empty list of strings")
+            what = shlex.join(cmd)
+        else:
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise ConfigError(f"{where}.url: expected an http(s) URL")
+            what = url
+        out[name] = _entry(name, what, spec.get("timeout"), where)
+    return out

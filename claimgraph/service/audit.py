@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocksdict import Rdict
 
@@ -41,6 +41,9 @@ from claimgraph.projections.retention import catch_up, collect, horizon_of
 from claimgraph.projections.rows import META, version_of
 from claimgraph.service.chain import check_chain
 from claimgraph.service.graph import Graph
+
+if TYPE_CHECKING:
+    from claimgraph.service.attached import AttachedGraph
 from claimgraph.streams.embedded import GOVERNOR_POSITION, fold_decisions
 
 __all__ = ["AuditReport", "VerifyReport", "audit", "digest_at", "verify"]
@@ -96,7 +99,9 @@ def _range(lo: int | None, hi: int | None, last: int, horizon: int = 0) -> tuple
     return a, b
 
 
-def _state_before(graph: Graph, version: int, progress: Progress | None) -> GraphState:
+def _state_before(
+    graph: Graph | AttachedGraph, version: int, progress: Progress | None
+) -> GraphState:
     """The folded state just before ``version``: newest checkpoint below it, then the log."""
     from claimgraph.projections.checkpoints import resume
 
@@ -115,7 +120,7 @@ def _state_before(graph: Graph, version: int, progress: Progress | None) -> Grap
 
 
 def verify(
-    graph: Graph,
+    graph: Graph | AttachedGraph,
     progress: Progress | None = None,
     batch: int = 4096,
     *,
@@ -271,7 +276,7 @@ def _first_entity_difference(live: ProjectionReader, fresh: ProjectionReader, at
 
 
 def audit(
-    graph: Graph,
+    graph: Graph | AttachedGraph,
     progress: Progress | None = None,
     samples: int = 3,
     *,

@@ -7,13 +7,16 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from claimgraph.core.chain import ChainChecker
 from claimgraph.core.model import Progress
 from claimgraph.core.wire import decode_decision
 from claimgraph.errors import IntegrityError, VersionError
 from claimgraph.service.graph import Graph
+
+if TYPE_CHECKING:
+    from claimgraph.service.attached import AttachedGraph
 
 __all__ = ["ChainReport", "check_chain"]
 
@@ -31,7 +34,7 @@ class ChainReport:
 
 
 def check_chain(
-    graph: Graph,
+    graph: Graph | AttachedGraph,
     *,
     start: int = 0,
     upto: int | None = None,

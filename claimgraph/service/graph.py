@@ -41,6 +41,7 @@ from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import PinRegistry, horizon_of
 from claimgraph.service.api import NodeLike, Receipt, TickerWrites
 from claimgraph.service.inputs import now_millis
+from claimgraph.service.lag import ProjectionLag
 from claimgraph.service.reads import GraphReads
 from claimgraph.service.runs import RunsMixin
 from claimgraph.service.traces import decode_events, encode_events
@@ -301,6 +302,17 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
     def head(self) -> int:
         """The newest applied version (-1 for an empty graph)."""
         return self.projection.applied()
+
+    def projection_lag(self) -> ProjectionLag:
+        """The age of the oldest decision the projection has not applied (0: caught up),
+        measured on the log's own clock."""
+        applied = self.projection.applied()
+        if applied + 1 >= self.logs.decisions.end():
+            return ProjectionLag(applied, 0.0, False)
+        rec = self.logs.decisions.get(applied + 1)
+        if rec is None:
+            raise StorageError(f"decision {applied + 1} is missing from {self.path / 'log'}")
+        return ProjectionLag(applied, max(0.0, (self.logs.clock() - rec.timestamp) / 1000), True)
 
     def wait_for(self, version: int, timeout: float = 0.0) -> int:
         """Block until ``version`` is applied (or raise VersionNotYetAvailable); return head."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import PinRegistry, catch_up
 from claimgraph.service.api import Receipt, TickerWrites
+from claimgraph.service.lag import ProjectionLag
 from claimgraph.service.reads import GraphReads
 from claimgraph.service.runs import RunsMixin
 from claimgraph.service.traces import decode_events, encode_events
@@ -67,6 +69,9 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
         self._runs: KafkaLog | None = None
         self._projection_dir = projection
         self._db: Rdict | None = None
+        self._reader: ProjectionReader | None = None
+        self._lag_consumer: Consumer | None = None
+        self._lag_lock = threading.Lock()
         if projection is not None:
             primary = projection / "projection"
             if not primary.exists():
@@ -81,7 +86,25 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
                     Options(raw_mode=True),
                     access_type=AccessType.secondary(str(self._secondary)),
                 )
-            self.reader = ProjectionReader(self._db)
+            self._reader = ProjectionReader(self._db)
+
+    @property
+    def reader(self) -> ProjectionReader:
+        """The projection's reader; reads without one are a ConfigError naming the fix."""
+        if self._reader is None:
+            raise self._no_projection()
+        return self._reader
+
+    @reader.setter
+    def reader(self, value: ProjectionReader) -> None:
+        self._reader = value
+
+    def _no_projection(self) -> ConfigError:
+        return ConfigError(
+            "reads need a projection: pass --data DIR of a running claimgraph projector "
+            f"(start one: claimgraph --bootstrap {self.cfg.bootstrap} --graph {self.name} "
+            "--data DIR projector)"
+        )
 
     @property
     def pins(self) -> PinRegistry:
@@ -91,6 +114,10 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
         return PinRegistry(self._projection_dir)
 
     def close(self) -> None:
+        with self._lag_lock:
+            if self._lag_consumer is not None:
+                self._lag_consumer.close()
+                self._lag_consumer = None
         self.commands.close()
         if self._runs is not None:
             self._runs.close()
@@ -176,9 +203,7 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
 
     def _catch_up(self) -> None:
         if self._db is None:
-            raise ConfigError(
-                "reads need a projection: pass --data DIR of a running claimgraph projector"
-            )
+            raise self._no_projection()
         with rocksdb_errors(f"cannot catch up with {self._projection_dir}"):
             catch_up(self._db)
 
@@ -195,6 +220,43 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
             if time.monotonic() >= deadline:
                 raise VersionNotYetAvailable(version, h, timeout)
             time.sleep(0.05)
+
+    def projection_lag(self, timeout: float = 5.0) -> ProjectionLag:
+        """The age of the oldest committed decision of this graph the projection has not
+        applied (0: caught up), found by reading the decisions partition after the applied
+        version up to its last committed record; a scan that cannot finish in ``timeout``
+        seconds raises StorageError."""
+        applied = self.head()
+        key = self.name.encode("utf-8")
+        with self._lag_lock:
+            if self._lag_consumer is None:
+                self._lag_consumer = Consumer(
+                    self.cfg.client(
+                        **{
+                            "group.id": "claimgraph-lag",
+                            "enable.auto.commit": False,
+                            "isolation.level": "read_committed",
+                            "enable.partition.eof": True,
+                        }
+                    )
+                )
+            consumer = self._lag_consumer
+            consumer.assign([TopicPartition(self.cfg.decisions_topic, self.partition, applied + 1)])
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                for m in consumer.consume(num_messages=1000, timeout=0.2):
+                    err = m.error()
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            return ProjectionLag(applied, 0.0, False)
+                        raise StorageError(f"reading {self.cfg.decisions_topic}: {err.str()}")
+                    if m.key() == key:
+                        age = time.time() - m.timestamp()[1] / 1000
+                        return ProjectionLag(applied, max(0.0, age), True)
+        raise StorageError(
+            f"cannot read {self.cfg.decisions_topic}[{self.partition}] after version {applied} "
+            f"within {timeout:g}s to measure the projection's lag"
+        )
 
     def status(self) -> dict[str, Any]:
         return {

@@ -1,11 +1,14 @@
 """The graph port: what every graph offers its users, whatever carries it.
 
-Three implementations, one contract suite (``tests/test_graph_port.py``):
+Four implementations, one contract suite (``tests/test_graph_port.py``):
 
 * :class:`claimgraph.service.graph.Graph` — the embedded graph, in process;
 * :class:`claimgraph.service.kafka_graph.KafkaGraph` — commands to a Kafka cluster, reads from
   a projector's projection;
 * :class:`claimgraph.sdk.http.HttpGraph` — the HTTP API (``claimgraph.connect``).
+* :class:`claimgraph.service.attached.AttachedGraph` — an embedded graph another process
+  writes: reads from RocksDB secondaries, writes over that process's socket (the CLI's view
+  while ``serve`` runs).
 
 The HTTP app itself serves a :class:`GraphPort` (embedded or Kafka) and reads through it.
 Writes take the command's fields by keyword (one method per client command of the catalogue,

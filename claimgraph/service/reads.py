@@ -5,9 +5,16 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from claimgraph.errors import InputError, UnknownSlotError
+from claimgraph.projections.browse import (
+    BUDGET,
+    CONFLICT_BUDGET,
+    Page,
+    conflicts_page,
+    edges_page,
+)
 from claimgraph.projections.reader import EdgeView, NeighborView, ProjectionReader, SlotView
 from claimgraph.service.api import NodeLike, _node
 from claimgraph.service.queries import (
@@ -18,7 +25,7 @@ from claimgraph.service.queries import (
     keep_neighbor,
 )
 
-__all__ = ["GraphReads"]
+__all__ = ["Browsable", "GraphReads"]
 
 _BLOCKED_LOCK = threading.Lock()
 
@@ -29,6 +36,36 @@ def _attribution(obj: Any) -> threading.local:
         if local is None:
             local = obj.__dict__["_run_attribution"] = threading.local()
         return local
+
+
+@runtime_checkable
+class Browsable(Protocol):
+    """What a reviewer browses: pages of edges and conflicts, a node's whole neighbourhood
+    (both directions, unknown slots shown, never halting). The embedded and the Kafka graph
+    offer it; the HTTP app's review routes need it."""
+
+    def edges_page(
+        self,
+        *,
+        at: int | None = None,
+        after: str | None = None,
+        q: str = "",
+        limit: int = 50,
+        budget: int = BUDGET,
+    ) -> Page[EdgeView]: ...
+
+    def quarantine_page(
+        self,
+        *,
+        at: int | None = None,
+        after: str | None = None,
+        q: str = "",
+        limit: int = 20,
+        include_closed: bool = False,
+        budget: int = CONFLICT_BUDGET,
+    ) -> Page[dict[str, Any]]: ...
+
+    def neighborhood(self, node: NodeLike, *, at: int | None = None) -> list[NeighborView]: ...
 
 
 class GraphReads:
@@ -321,6 +358,50 @@ class GraphReads:
     def edges(self, *, at: int | None = None, limit: int = 500) -> list[EdgeView]:
         """The graph's edges as of ``at`` (present and unknown), at most ``limit``."""
         return self.reader.edges(self._at(at, 0.0), limit=limit)
+
+    def edges_page(
+        self,
+        *,
+        at: int | None = None,
+        after: str | None = None,
+        q: str = "",
+        limit: int = 50,
+        budget: int = BUDGET,
+    ) -> Page[EdgeView]:
+        """A page of edges as of ``at`` after the edge key ``after``, matching ``q``
+        (:mod:`claimgraph.projections.browse`)."""
+        v = self._at(at, 0.0)
+        return edges_page(self.reader, v, after=after, q=q, limit=limit, budget=budget)
+
+    def quarantine_page(
+        self,
+        *,
+        at: int | None = None,
+        after: str | None = None,
+        q: str = "",
+        limit: int = 20,
+        include_closed: bool = False,
+        budget: int = CONFLICT_BUDGET,
+    ) -> Page[dict[str, Any]]:
+        """A page of conflicts as of ``at`` after the conflict id ``after``, matching ``q``."""
+        v = self._at(at, 0.0)
+        return conflicts_page(
+            self.reader,
+            v,
+            after=after,
+            q=q,
+            limit=limit,
+            include_closed=include_closed,
+            budget=budget,
+        )
+
+    def neighborhood(self, node: NodeLike, *, at: int | None = None) -> list[NeighborView]:
+        """Every edge at ``node`` as of ``at``, out and in, unknown slots included (a
+        reviewer's view: a halting slot shows as unknown instead of raising)."""
+        n, v = _node(node), self._at(at, 0.0)
+        return [
+            x for d in ("out", "in") for x in self.reader.neighbors(n, v, direction=d, halt=False)
+        ]
 
     def history(
         self,

@@ -22,21 +22,35 @@ the escalation payload and answer a verdict. A pass is bounded (:class:`Resolver
 rules are metered (:class:`~claimgraph.core.rules.RuleLimits`), an arbiter's answer is capped
 in size and nesting and its time in seconds (its process group is killed at the timeout).
 A resolver past a limit passes, with the limit named in the verdict's ``passed`` trail.
+
+:func:`run_resolvers` uses only the graph port (``head``, ``schema_info``, ``quarantine``,
+``escalation``, ``resolve``, ``escalate``), so it runs the same over an embedded graph, a
+Kafka graph or the HTTP SDK. Given an :class:`ArbiterAllowList` (``serve`` always gives one),
+only allow-listed arbiters run; a schema's arbiter that is not on it passes, with the reason
+in the trail and in the escalation's reason.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from claimgraph.core.governance import Vote, majority, merge
 from claimgraph.core.rules import RULE_LIMITS, RuleLimits, matches, select
-from claimgraph.core.schema import EdgeType, ResolverSpec
+from claimgraph.core.schema import EdgeType, GraphSchema, ResolverSpec
 from claimgraph.errors import ArbiterError, RuleError
-from claimgraph.service.arbiters import MAX_DEPTH, MAX_OUTPUT, Arbiter, CommandArbiter, HttpArbiter
+from claimgraph.service.arbiters import (
+    MAX_DEPTH,
+    MAX_OUTPUT,
+    Arbiter,
+    ArbiterAllowList,
+    CommandArbiter,
+    HttpArbiter,
+)
+from claimgraph.service.schemas import schema_at
 
 __all__ = [
     "RESOLVER_LIMITS",
@@ -136,11 +150,14 @@ def decide_conflict(
     *,
     arbiters: Mapping[str, Arbiter] | None = None,
     limits: ResolverLimits = RESOLVER_LIMITS,
+    allowed: ArbiterAllowList | None = None,
 ) -> Verdict:
     """Run ``et``'s resolver chain over a conflict's escalation payload.
 
     ``arbiters`` overrides the arbiters the schema declares (by name), e.g. for tests or an
     in-process model client; otherwise they are built from the schema, within ``limits``.
+    With ``allowed`` (a server's allow-list), an arbiter runs only as the allow-list defines
+    its name; the schema's command or URL is never run, and a name not on it passes.
     """
     claims: list[Mapping[str, Any]] = list(payload["claims"])
     ids = {c["claim_id"] for c in claims}
@@ -240,8 +257,20 @@ def decide_conflict(
             if v is not None:
                 return v
         elif spec.kind == "arbiter":
-            arb = (arbiters or {}).get(spec.name) or arbiter_for(spec, limits)
             name = f"arbiter:{spec.name}"
+            arb = (arbiters or {}).get(spec.name)
+            if arb is None and allowed is not None:
+                entry = allowed.get(spec.name)
+                if entry is None:
+                    trail.append({"resolver": name, "why": allowed.refusal(spec.name)})
+                    continue
+                arb = entry.build(
+                    min(spec.timeout, limits.max_timeout),
+                    max_output=limits.max_output,
+                    max_depth=limits.max_depth,
+                )
+            if arb is None:
+                arb = arbiter_for(spec, limits)
             try:
                 answer = dict(arb.arbitrate(payload))
             except ArbiterError as exc:
@@ -296,6 +325,19 @@ def decide_conflict(
     return verdict("escalate", "chain", "no resolver reached a verdict", None)
 
 
+def _fingerprint(row: Mapping[str, Any], schema: GraphSchema) -> str:
+    raw = json.dumps(row, sort_keys=True, default=str) + schema.digest
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def _escalation_reason(v: Verdict) -> str:
+    """The escalate command's reason (at most 256 characters): the verdict's rationale, and
+    why the resolvers before it passed — e.g. an arbiter the server may not run."""
+    passed = v.inputs.get("passed") or []
+    why = "; ".join(f"{p['resolver']}: {p['why']}" for p in passed)
+    return (v.rationale + (f" (passed: {why})" if why else ""))[:256]
+
+
 def run_resolvers(
     graph: Any,
     *,
@@ -303,30 +345,45 @@ def run_resolvers(
     arbiters: Mapping[str, Arbiter] | None = None,
     at: int | None = None,
     limits: ResolverLimits = RESOLVER_LIMITS,
+    allowed: ArbiterAllowList | None = None,
+    seen: MutableMapping[str, str] | None = None,
+    may_write: Callable[[], bool] | None = None,
 ) -> list[tuple[str, Verdict, Any]]:
     """One pass: run the resolver chain of every open, not yet escalated conflict.
 
     ``graph`` is any graph handle (embedded, Kafka or HTTP) and ``agent`` the resolver
     principal the verdicts are written as. Returns (conflict id, verdict, receipt) per conflict.
+    ``allowed``: run only these arbiters (see :func:`decide_conflict`). ``seen`` remembers
+    each conflict as a pass found it: a conflict unchanged since (its verdict was refused, say)
+    is not tried again, so a worker woken by its own refused verdict does not loop; it keeps
+    only conflicts still open and not escalated.
+    ``may_write`` is asked before each verdict (a lease): the pass stops when it says no.
     """
     version = graph.head() if at is None else at
-    schema = graph.reader.schema(version)
+    schema = schema_at(graph, version)
     done: list[tuple[str, Verdict, Any]] = []
     if schema is None:
         return done
+    still_open: set[str] = set()
     for row in graph.quarantine(at=version):
         if row.get("escalated_at") is not None:
             continue
+        still_open.add(row["conflict_id"])
         et = schema.edge_types.get(row["edge_type"])
         if et is None or not et.resolvers:
             continue
-        payload = graph.escalation(row["conflict_id"], at=version)
+        cid = row["conflict_id"]
+        mark = _fingerprint(row, schema) if seen is not None else ""
+        if seen is not None and seen.get(cid) == mark:
+            continue
+        payload = graph.escalation(cid, at=version)
         if payload is None:
             continue
-        v = decide_conflict(payload, et, arbiters=arbiters, limits=limits)
-        cid = row["conflict_id"]
+        v = decide_conflict(payload, et, arbiters=arbiters, limits=limits, allowed=allowed)
+        if may_write is not None and not may_write():
+            return done
         if v.action == "escalate":
-            r = graph.escalate(cid, agent=agent, reason=v.rationale[:256], resolver=v.resolver)
+            r = graph.escalate(cid, agent=agent, reason=_escalation_reason(v), resolver=v.resolver)
         else:
             r = graph.resolve(
                 cid,
@@ -336,5 +393,10 @@ def run_resolvers(
                 rationale=v.rationale,
                 inputs=v.inputs_json(),
             )
+        if seen is not None:
+            seen[cid] = mark
         done.append((cid, v, r))
+    if seen is not None:  # bounded by the open conflicts: forget the ones that closed
+        for cid in [c for c in seen if c not in still_open]:
+            del seen[cid]
     return done

@@ -1,6 +1,10 @@
-"""Graph schema files on disk (the parser itself is pure: :mod:`claimgraph.core.schema`)."""
+"""Graph schemas on disk and in force at a version (the parser itself is pure:
+:mod:`claimgraph.core.schema`)."""
 
 from __future__ import annotations
+
+import functools
+from typing import Any
 
 from claimgraph.core.governor.revisions import CURRENT
 from claimgraph.core.model import LIMITS
@@ -8,7 +12,7 @@ from claimgraph.core.schema.parse import parse_schema
 from claimgraph.core.schema.types import GraphSchema
 from claimgraph.errors import SchemaError
 
-__all__ = ["load_schema_file"]
+__all__ = ["load_schema_file", "schema_at"]
 
 
 def load_schema_file(path: str) -> GraphSchema:
@@ -27,3 +31,17 @@ def load_schema_file(path: str) -> GraphSchema:
             path, [("", f"schema document is larger than {LIMITS['document']} characters")]
         )
     return parse_schema(text, source=path, rules=CURRENT)  # checked as a publish would be
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(document: str, source: str) -> GraphSchema:
+    return parse_schema(document, source)
+
+
+def schema_at(graph: Any, version: int) -> GraphSchema | None:
+    """The schema in force at ``version``, through the graph port (``schema_info``), so any
+    handle — embedded, Kafka or the HTTP SDK — has it; each document is parsed once."""
+    row = graph.schema_info(at=version)
+    if row is None:
+        return None
+    return _parsed(str(row["document"]), str(row.get("source", "")))

@@ -1,14 +1,14 @@
 """The embedded runner: governor and projector in one process over the local RocksDB logs.
 
 ``step()`` reads the next commands from the governor's stored position, decides each with the
-pure core, and writes the decisions together with the advanced position in one synced batch.
-Only then does the projector write the rows of those decisions (with its applied offset) to
-the projection. On start, the folded state is rebuilt from the decisions log, and the
-projector re-applies whatever decisions it had not yet applied, so a crash between any two
-writes neither loses nor duplicates a decision or a row. With a checkpoints directory, the
-state starts from the newest usable checkpoint (:mod:`claimgraph.projections.checkpoints`) and only
-the
-log's tail after it is folded.
+core in use (:mod:`claimgraph.native`: the native path where it covers a command, else the
+pure core, its specification), and writes the decisions together with the advanced position
+in one synced batch. Only then does the projector write the rows of those decisions (with its
+applied offset) to the projection. On start, the folded state is rebuilt from the decisions
+log, and the projector re-applies whatever decisions it had not yet applied, so a crash
+between any two writes neither loses nor duplicates a decision or a row. With a checkpoints
+directory, the state starts from the newest usable checkpoint
+(:mod:`claimgraph.projections.checkpoints`) and only the log's tail after it is folded.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from pathlib import Path
 
 from rocksdict import WriteBatch
 
-from claimgraph.core.governor import decide
 from claimgraph.core.model import Decision, Progress
 from claimgraph.core.state import GraphState
-from claimgraph.core.wire import decode_decision, encode_decision
 from claimgraph.logs.base import LogRecord
 from claimgraph.logs.embedded import EmbeddedLogStore
+from claimgraph.native.codec import decode_decision, encode_decision
+from claimgraph.native.decide import decide, evolve
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.streams.jsonlog import log_event
 
@@ -53,7 +53,7 @@ def fold_decisions(
             break
         for rec in records:
             d = decode_decision(rec.value)
-            ch = state.evolve(d, rec.offset, rec.value)
+            ch = evolve(state, d, rec.offset, rec.value)
             if projector is not None and rec.offset > applied:
                 projector.stage(rec.offset, d, ch)
         pos = records[-1].offset + 1
@@ -141,7 +141,7 @@ class EmbeddedRuntime:
         for rec in records:
             d = decide(state, rec.value, rec.offset, rec.timestamp)
             data = encode_decision(d)
-            ch = state.evolve(d, version, data)
+            ch = evolve(state, d, version, data)
             projector.stage(version, d, ch)
             encoded.append(data)
             times.append(rec.timestamp)

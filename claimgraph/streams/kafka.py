@@ -26,6 +26,11 @@ partition (a graph not placed on it is rejected under rules revision 2) and boun
 decision's size. Nothing is retried forever: a revision-1 decision the decisions topic cannot
 take, or a record the topic refuses for its size, stops the governor with a
 :class:`ConfigError` that says what to do, after the decisions before it are committed.
+
+Its counters (:class:`GovernorStats`) and :attr:`KafkaGovernor.last_batch` change only once a
+transaction has committed. While it runs, a governor is a member of its partition's presence
+group (:func:`presence_group`); ``kafka status`` names only such live members
+(:func:`live_governors`), never the last committer of a governor that died.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,12 +49,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from claimgraph.core.chain import ChainChecker
-from claimgraph.core.governor import decide
+from claimgraph.core.governor import decide as python_decide
 from claimgraph.core.governor.placement import BAD_KEY, UNKEYED, valid_graph_name
 from claimgraph.core.governor.revisions import CURRENT
 from claimgraph.core.model import Decision
 from claimgraph.core.state import GraphState
-from claimgraph.core.wire import decode_decision, encode_decision, same_decision
+from claimgraph.core.wire import encode_decision as python_encode_decision
+from claimgraph.core.wire import same_decision
 from claimgraph.errors import (
     ClaimgraphError,
     ConfigError,
@@ -60,9 +66,19 @@ from claimgraph.errors import (
 )
 from claimgraph.logs.kafka import KafkaConfig, consumer_lag, read_partition, topic_partitions
 from claimgraph.logs.kafka_layout import DECISION_RECORD_BYTES, check_layout, topic_config
+from claimgraph.native.codec import decode_decision, encode_decision
+from claimgraph.native.decide import decide, evolve
 from claimgraph.streams.jsonlog import log_event
 
-__all__ = ["KafkaGovernor", "fold_partition", "graph_of", "verify_partition"]
+__all__ = [
+    "CommittedBatch",
+    "KafkaGovernor",
+    "fold_partition",
+    "graph_of",
+    "live_governors",
+    "presence_group",
+    "verify_partition",
+]
 
 _FRAMING = 1024  # bytes a decision record needs beside its value and key (batch, headers)
 _SIZE_ERRORS = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE)
@@ -92,7 +108,8 @@ def graph_of(key: bytes | None, known: Container[str]) -> str:
 
 @dataclass
 class GovernorStats:
-    """Counters exposed as metrics."""
+    """Counters exposed as metrics: of committed transactions only (an aborted batch is
+    decided again, and counted once, when its retry commits)."""
 
     commands: int = 0
     decisions_by_kind: dict[str, int] | None = None
@@ -103,6 +120,44 @@ class GovernorStats:
     def __post_init__(self) -> None:
         if self.decisions_by_kind is None:
             self.decisions_by_kind = {}
+
+
+@dataclass(frozen=True)
+class CommittedBatch:
+    """What one committed transaction decided: each decision's kind and its command's append
+    time (ms, the commands log's clock), and when the commit returned (s since the epoch)."""
+
+    kinds: list[str]
+    appended_ms: list[int]
+    committed_at: float
+
+
+PRESENCE_SESSION_MS = 10_000  # a governor killed leaves its presence group after this
+
+
+def presence_group(cfg: KafkaConfig, partition: int) -> str:
+    """The consumer group a live governor of ``partition`` is a member of (and nothing else
+    is): ``kafka status`` names its member as the partition's owner."""
+    return f"{cfg.prefix}-governor-p{partition}-alive"
+
+
+def live_governors(cfg: KafkaConfig, partitions: Sequence[int]) -> dict[int, list[str]]:
+    """The owners (``host:pid``) of the governors alive for each partition: the members of
+    its presence group. A governor that stopped has left it; one that was killed is gone
+    after :data:`PRESENCE_SESSION_MS`."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(cfg.client())
+    groups = {p: presence_group(cfg, p) for p in partitions}
+    futures = admin.describe_consumer_groups(list(groups.values()), request_timeout=15)
+    out: dict[int, list[str]] = {}
+    for p, group in groups.items():
+        try:
+            desc = futures[group].result(timeout=20)
+        except KafkaException as exc:
+            raise StorageError(f"cannot describe consumer group {group}: {exc}") from None
+        out[p] = sorted(m.client_id.removeprefix("governor-") for m in desc.members)
+    return out
 
 
 class _Stuck(Exception):
@@ -151,7 +206,7 @@ def fold_partition(
         if st is None:
             st = states[graph] = GraphState(graph)
             st.offsets = []
-        st.evolve(d, st.decisions, rec.value)
+        evolve(st, d, st.decisions, rec.value)
         assert st.offsets is not None
         st.offsets.append(rec.offset)
         n += 1
@@ -194,11 +249,15 @@ class KafkaGovernor:
         self._last: tuple[int, bytes] | None = None  # the newest decision we produced
         self._since_checkpoint = 0
         self.stats = GovernorStats()
+        self.position = -1  # the committed input position: the next command to decide
+        self.last_batch: CommittedBatch | None = None  # the newest committed transaction
+        self._kinds: list[str] = []  # kinds of the batch being decided, counted on commit
         # revision-1 graphs whose oversized decision the operator lets revision 2 reject
         self.upgrade_oversized = upgrade_oversized
         self.record_limit = DECISION_RECORD_BYTES  # the decisions topic's max.message.bytes
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
+        self._presence: Consumer | None = None
         self._stop = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -265,9 +324,25 @@ class KafkaGovernor:
                 }
             )
         )
+        if self._presence is not None:  # a start that failed after joining: leave first
+            self._presence.close()
+        self._presence = Consumer(
+            self.cfg.client(
+                **{
+                    "group.id": presence_group(self.cfg, self.partition),
+                    "client.id": f"governor-{self.owner}",
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "latest",
+                    "session.timeout.ms": PRESENCE_SESSION_MS,
+                    "heartbeat.interval.ms": 1000,
+                }
+            )
+        )
+        self._presence.subscribe([self.cfg.placements_topic])  # membership is the presence
         tp = TopicPartition(self.cfg.commands_topic, self.partition)
         committed = self._consumer.committed([tp], timeout=30)[0].offset
         start = committed if committed >= 0 else 0
+        self.position = start
         self._consumer.assign([TopicPartition(self.cfg.commands_topic, self.partition, start)])
         log_event(
             "governor.started",
@@ -283,15 +358,23 @@ class KafkaGovernor:
         self._stop = True
 
     def lag(self) -> int:
-        """Commands in the partition not yet decided."""
+        """Commands in the partition not yet decided (from the consumer's cached end)."""
         if self._consumer is None:
             return 0
         return consumer_lag(self._consumer, self.cfg.commands_topic, self.partition)
+
+    @property
+    def input(self) -> tuple[str, int]:
+        """The topic and partition this governor reads (its lag is measured on it)."""
+        return self.cfg.commands_topic, self.partition
 
     def close(self) -> None:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+        if self._presence is not None:
+            self._presence.close()  # leaves the group: kafka status sees it at once
+            self._presence = None
         self._producer = None
 
     # -- the loop -------------------------------------------------------------------------------
@@ -329,12 +412,16 @@ class KafkaGovernor:
         """
         consumer = self._consumer
         assert consumer is not None and self._producer is not None
+        if self._presence is not None:
+            self._presence.poll(0)  # a loop stuck past max.poll.interval.ms leaves the group
         msgs = consumer.consume(num_messages=self.batch_size, timeout=self.batch_ms / 1000)
         msgs = [m for m in msgs if self._usable(m)]
         if not msgs:
             return 0
+        self._kinds = []
         decided, stuck = self._decide(msgs)
-        if decided and not self._commit(msgs[len(decided) - 1], decided):
+        appended = [int(m.timestamp()[1]) for m in msgs[: len(decided)]]
+        if decided and not self._commit(msgs[len(decided) - 1], decided, appended):
             return 0  # aborted: state and position were rebuilt from what is committed
         if stuck is not None:
             raise stuck
@@ -364,8 +451,8 @@ class KafkaGovernor:
                     offset=offset,
                     reason=d["reason"],
                 )
-            st.evolve(d, st.decisions, raw)
-            self._count(d)
+            evolve(st, d, st.decisions, raw)
+            self._kinds.append(d["kind"])
             out.append((graph, raw))
         return out, None
 
@@ -386,8 +473,10 @@ class KafkaGovernor:
             f"graphs placed on their partition: claimgraph kafka place adopts it)"
         )
 
-    def _commit(self, last: Any, decided: list[tuple[str, bytes]]) -> bool:
-        """Produce the decisions and the input position in one transaction (False: aborted)."""
+    def _commit(self, last: Any, decided: list[tuple[str, bytes]], appended: list[int]) -> bool:
+        """Produce the decisions and the input position in one transaction (False: aborted).
+
+        Counters and ``last_batch`` change only once the transaction has committed."""
         consumer, producer = self._consumer, self._producer
         assert consumer is not None and producer is not None
         delivered: list[tuple[str, int]] = []
@@ -433,6 +522,12 @@ class KafkaGovernor:
             offsets.append(offset)
         self.stats.transactions += 1
         self.stats.commands += len(decided)
+        by = self.stats.decisions_by_kind
+        assert by is not None
+        for kind in self._kinds:
+            by[kind] = by.get(kind, 0) + 1
+        self.position = int(last.offset() or 0) + 1
+        self.last_batch = CommittedBatch(self._kinds, appended, time.time())
         self._last = (delivered[-1][1], decided[-1][1])
         self._since_checkpoint += len(decided)
         if self.checkpoint_every is not None and self._since_checkpoint >= self.checkpoint_every:
@@ -491,11 +586,6 @@ class KafkaGovernor:
                 return
             except BufferError:
                 producer.poll(0.05)
-
-    def _count(self, d: Decision) -> None:
-        by = self.stats.decisions_by_kind
-        assert by is not None
-        by[d["kind"]] = by.get(d["kind"], 0) + 1
 
     def _usable(self, m: Any) -> bool:
         err = m.error()
@@ -635,8 +725,10 @@ def verify_partition(
             st = states[graph] = GraphState(graph)
             st.offsets = []
         rules = _rules_of(dec.value)
-        d = decide(st, cmd.value, cmd.offset, cmd.timestamp, rules=rules, partition=partition)
-        if encode_decision(d) != dec.value and not same_decision(dec.value, d):
+        d = python_decide(  # the specification checks the log, whichever core wrote it
+            st, cmd.value, cmd.offset, cmd.timestamp, rules=rules, partition=partition
+        )
+        if python_encode_decision(d) != dec.value and not same_decision(dec.value, d):
             raise IntegrityError(
                 f"decision at version {dec.offset} (partition {partition}) "
                 "differs from the governor's replay",

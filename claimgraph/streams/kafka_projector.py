@@ -16,20 +16,32 @@ import gc
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from claimgraph.core.state import GraphState
-from claimgraph.core.wire import decode_decision
 from claimgraph.errors import ConfigError, StorageError
 from claimgraph.logs.kafka import KafkaConfig, consumer_lag, read_partition
 from claimgraph.logs.kafka_layout import placement
+from claimgraph.native.codec import decode_decision
+from claimgraph.native.decide import evolve
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.streams.jsonlog import log_event
 
-__all__ = ["KafkaProjector"]
+__all__ = ["KafkaProjector", "ProjectedBatch"]
+
+
+@dataclass(frozen=True)
+class ProjectedBatch:
+    """What one projector batch wrote: for each decision, when it was logged and when its
+    command was (ms since the epoch), and when the batch was written (s since the epoch)."""
+
+    decided_ms: list[int]
+    appended_ms: list[int]
+    projected_at: float
 
 
 class KafkaProjector:
@@ -43,6 +55,7 @@ class KafkaProjector:
         *,
         batch_size: int = 2000,
         use_checkpoints: bool = True,
+        group: str | None = None,
     ) -> None:
         self.cfg = cfg
         self.graph = graph
@@ -92,6 +105,12 @@ class KafkaProjector:
         self.projector.checkpoints = self.checkpoints
         self.projector.set_graph(graph)
         self.decisions = 0
+        # the consumer group its position is committed to, for Kafka's own lag tools
+        # (kafka-consumer-groups.sh); restarts resume from the projection, never from it
+        self.group = group or f"{cfg.prefix}-projector-{graph}"
+        self.position = -1  # the next record of the partition to read, once written
+        self._committed = -1  # the position last committed to the group
+        self.last_batch: ProjectedBatch | None = None
         self._consumer: Consumer | None = None
         self._stop = False
 
@@ -99,15 +118,17 @@ class KafkaProjector:
         self._consumer = Consumer(
             self.cfg.client(
                 **{
-                    "group.id": f"{self.cfg.prefix}-projector",
+                    "group.id": self.group,
                     "isolation.level": "read_committed",
                     "enable.auto.commit": False,
                     "enable.partition.eof": True,
                     "fetch.max.bytes": 52428800,
+                    "on_commit": self._on_commit,
                 }
             )
         )
         start = 0 if self.resumed_from is None else self.resumed_from + 1
+        self.position = start
         self._consumer.assign([TopicPartition(self.cfg.decisions_topic, self.partition, start)])
         log_event(
             "projector.started",
@@ -120,6 +141,11 @@ class KafkaProjector:
 
     def stop(self) -> None:
         self._stop = True
+
+    @property
+    def input(self) -> tuple[str, int]:
+        """The topic and partition this projector reads (its lag is measured on it)."""
+        return self.cfg.decisions_topic, self.partition
 
     def lag(self) -> int:
         """Records of the decisions partition not yet read."""
@@ -169,26 +195,55 @@ class KafkaProjector:
         msgs = self._consumer.consume(num_messages=self.batch_size, timeout=timeout)
         applied = self.applied_at_start
         n = 0
+        position = self.position
+        decided_ms: list[int] = []  # of each decision written: when it was logged
+        appended_ms: list[int] = []  # ... and when its command was
         for m in msgs:
             err = m.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
+                    position = max(position, int(m.offset() or 0))  # past trailing markers
                     continue
                 raise StorageError(f"projector consumer: {err.str()}")
+            offset = int(m.offset() or 0)
+            position = offset + 1
             if m.key() != self.key:
                 continue
-            offset = int(m.offset() or 0)
             value = m.value() or b""
             d = decode_decision(value)
-            ch = self.state.evolve(d, offset, value)
+            ch = evolve(self.state, d, offset, value)
             self._last_value = value
             if offset > applied:
                 self.projector.stage(offset, d, ch)
+                decided_ms.append(int(m.timestamp()[1]))
+                appended_ms.append(d["log_time"])
                 n += 1
             self.decisions += 1
         self.projector.flush()
+        if n:
+            self.last_batch = ProjectedBatch(decided_ms, appended_ms, time.time())
+        self.position = position
+        if position != self._committed:
+            self._commit_position(position)
         gc.freeze()  # the folded state is long-lived: keep it out of full collections
         return n
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        if err is not None:
+            log_event("projector.commit_failed", graph=self.graph, error=err.str())
+            self._committed = -1  # commit again after the next batch
+
+    def _commit_position(self, position: int) -> None:
+        """Commit the position to the projector's group (asynchronously, so a slow or absent
+        coordinator never holds the projection back; a failed commit is retried next batch)."""
+        assert self._consumer is not None
+        tp = TopicPartition(self.cfg.decisions_topic, self.partition, position)
+        try:
+            self._consumer.commit(offsets=[tp], asynchronous=True)
+        except KafkaException as exc:
+            log_event("projector.commit_failed", graph=self.graph, error=str(exc))
+            return
+        self._committed = position
 
     def run(
         self,

@@ -1,10 +1,19 @@
-// claimgraph review page: plain JavaScript over the HTTP API, no build step.
+// claimgraph review page: plain JavaScript over the HTTP API, no build step, no inline code
+// (the page's CSP allows scripts and styles from this server only).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 let token = sessionStorage.getItem("claimgraph-token") || "";
 let head = -1;
 let pinned = null; // the version the slider shows; null follows head
+const QUEUE_SIZE = 10; // conflicts per page
+const EDGES_SIZE = 25; // edges per page
+const CLAIMS_SHOWN = 8; // claims drawn per conflict
+const ESCALATIONS_SHOWN = 10;
+// a pager: the cursor that starts each page seen so far, the page shown, the search
+const queue = { cursors: [null], page: 0, q: "" };
+const edges = { cursors: [null], page: 0, q: "" };
+let nbNode = null; // the node whose neighbourhood is drawn
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -22,19 +31,28 @@ function say(text, error) {
   $("message").className = error ? "error" : "";
 }
 
-async function api(path, options) {
+function notice(id, text) {
+  $(id).textContent = text || "";
+  $(id).hidden = !text;
+}
+
+async function request(path, options) {
   const resp = await fetch(path, {
     ...(options || {}),
     headers: { "Authorization": "Bearer " + token, "Content-Type": "application/json" },
   });
-  const body = await resp.json().catch(() => ({}));
   if (!resp.ok) {
+    const body = await resp.json().catch(() => ({}));
     const err = new Error(`${body.reason || resp.status}: ${body.detail || resp.statusText}`);
     err.status = resp.status;
     err.body = body;
     throw err;
   }
-  return body;
+  return resp;
+}
+
+async function api(path, options) {
+  return (await request(path, options)).json();
 }
 
 function claimCard(conflict, info) {
@@ -73,29 +91,81 @@ async function resolve(conflictId, winner) {
   }
 }
 
+// One page of a paged list: fetch it, remember where the next page starts, label the pager,
+// and say when the list goes on (or when a search stopped before the end).
+async function fetchPage(pager, path, params, what, prefix) {
+  const q = new URLSearchParams(params);
+  const cursor = pager.cursors[pager.page];
+  if (cursor) q.set("cursor", cursor);
+  if (pager.q) q.set("q", pager.q);
+  const r = await api(path + "?" + q);
+  const items = r[what];
+  if (r.next_cursor) pager.cursors[pager.page + 1] = r.next_cursor;
+  pager.cursors.length = pager.page + (r.next_cursor ? 2 : 1);
+  const size = Number(params.limit);
+  const first = pager.page * size + 1;
+  const last = pager.page * size + items.length;
+  $(prefix + "-page").textContent = items.length
+    ? `page ${pager.page + 1} · ${what} ${first}–${last}` : `page ${pager.page + 1}`;
+  $(prefix + "-prev").disabled = pager.page === 0;
+  $(prefix + "-next").disabled = !r.truncated;
+  const matching = pager.q ? ` matching “${pager.q}”` : "";
+  if (r.truncated && items.length) {
+    notice(prefix + "-truncated",
+      `Truncated: showing ${what} ${first}–${last}${matching}; more follow — Next ›`);
+  } else if (r.truncated) {
+    notice(prefix + "-truncated",
+      `No ${what}${matching} among the ${r.scanned} searched so far; Next › searches further.`);
+  } else {
+    notice(prefix + "-truncated", "");
+  }
+  return r;
+}
+
 async function loadQueue() {
-  const q = await api("/v1/quarantine");
+  const r = await fetchPage(queue, "/v1/quarantine", { limit: QUEUE_SIZE }, "conflicts", "queue");
+  if (!r.conflicts.length && queue.page > 0 && !r.truncated) {
+    queue.page -= 1; // the last item of this page was resolved: show the page before
+    return loadQueue();
+  }
   const box = $("conflicts");
   box.replaceChildren();
-  if (!q.conflicts.length) box.append(el("p", { "data-testid": "queue-empty" }, "Nothing is quarantined."));
-  for (const c of q.conflicts) {
+  if (!r.conflicts.length && !r.truncated) {
+    box.append(el("p", { "data-testid": "queue-empty" },
+      queue.q ? `No open conflict matches “${queue.q}”.` : "Nothing is quarantined."));
+  }
+  for (const c of r.conflicts) {
     const claims = el("div", { class: "claims" });
-    for (const info of c.claim_details) if (info) claims.append(claimCard(c, info));
+    const details = c.claim_details.filter((x) => x);
+    for (const info of details.slice(0, CLAIMS_SHOWN)) claims.append(claimCard(c, info));
+    const more = details.length > CLAIMS_SHOWN
+      ? el("p", { class: "notice", "data-testid": "claims-truncated-" + c.conflict_id },
+        `Truncated: ${CLAIMS_SHOWN} of ${details.length} claims shown.`) : "";
     box.append(el("div", { class: "conflict", "data-testid": "conflict-" + c.conflict_id },
       el("h3", {}, `${c.conflict_id} · ${c.edge_type} · opened v${c.opened_at} · `
         + `${c.blocked_reads || 0} blocked reads`
         + (c.escalated_at !== null && c.escalated_at !== undefined
           ? ` · ESCALATED at v${c.escalated_at}` : "")),
-      claims,
+      claims, more,
       el("button", {
         "data-testid": "reject-all-" + c.conflict_id,
         onclick: () => resolve(c.conflict_id, null),
       }, "Reject all")));
   }
+  await loadEscalations();
+  const focus = location.pathname.match(/\/conflicts\/([^/]+)$/);
+  if (focus) {
+    const card = document.querySelector(`[data-testid="conflict-${decodeURIComponent(focus[1])}"]`);
+    if (card) { card.classList.add("focus"); card.scrollIntoView(); }
+  }
+}
+
+async function loadEscalations() {
   const esc = $("escalations");
   try {
     const e = await api("/v1/escalations");
-    esc.replaceChildren(...e.escalations.map((x) => {
+    const shown = e.escalations.slice(0, ESCALATIONS_SHOWN);
+    esc.replaceChildren(...shown.map((x) => {
       const rec = x.recommended_action || {};
       return el("details", { "data-testid": "escalation-" + x.conflict_id, open: "" },
         el("summary", {}, `${x.conflict_id} · ${x.edge_type} · ${x.status}`
@@ -108,40 +178,72 @@ async function loadQueue() {
           null, 2)));
     }));
     if (!e.escalations.length) esc.replaceChildren(el("p", {}, "No escalations."));
+    notice("escalations-truncated", e.escalations.length > shown.length
+      ? `Truncated: ${shown.length} of ${e.escalations.length} escalations shown; `
+        + "each is also marked ESCALATED in the queue." : "");
   } catch (err) {
     esc.replaceChildren(el("p", { class: "hint" }, err.message));
   }
-  const focus = location.pathname.match(/\/conflicts\/([^/]+)$/);
-  if (focus) {
-    const card = document.querySelector(`[data-testid="conflict-${decodeURIComponent(focus[1])}"]`);
-    if (card) { card.classList.add("focus"); card.scrollIntoView(); }
-  }
+}
+
+function at() {
+  return pinned === null ? head : pinned;
 }
 
 async function loadGraph() {
-  const at = pinned === null ? head : pinned;
+  const v = at();
   $("version").max = String(head);
-  $("version").value = String(at);
-  $("at-label").textContent = "v" + at + (at === head ? " (head)" : "");
-  const g = await api("/v1/graph?at=" + at);
+  $("version").value = String(v);
+  $("at-label").textContent = "v" + v + (v === head ? " (head)" : "");
+  const g = await fetchPage(edges, "/v1/graph", { at: v, limit: EDGES_SIZE }, "edges", "graph");
   const rows = g.edges.map((e) => el("tr", {
     class: "edge", "data-testid": `edge-${e.edge_type}-${e.subject[1]}-${e.object[1]}`,
-    onclick: () => loadHistory(e, at),
+    onclick: () => { loadHistory(e, v); draw(e.subject.join(":")); },
   }, el("td", {}, e.edge_type), el("td", {}, e.subject.join(":")), el("td", {}, e.object.join(":")),
     el("td", { class: "state-" + e.state, "data-testid": "state" },
       e.state + (e.conflict_id ? " (" + e.conflict_id + ")" : ""))));
+  if (!rows.length && !g.truncated) {
+    rows.push(el("tr", {}, el("td", { colspan: "4", "data-testid": "edges-empty" },
+      edges.q ? `No edge matches “${edges.q}” at v${v}.` : `No edges at v${v}.`)));
+  }
   $("edges").replaceChildren(...rows);
+  if (nbNode !== null) await draw(nbNode);
 }
 
-async function loadHistory(e, at) {
+async function loadHistory(e, v) {
   const q = new URLSearchParams({
-    edge_type: e.edge_type, subject: e.subject.join(":"), object: e.object.join(":"), at: at,
+    edge_type: e.edge_type, subject: e.subject.join(":"), object: e.object.join(":"), at: v,
   });
   const h = await api("/v1/history?" + q);
   $("history-title").textContent = `of ${e.edge_type}(${e.subject[1]} → ${e.object[1]})`;
   $("history").replaceChildren(...h.history.map((x) => el("li", {},
     `v${x.version} ${x.command_type} ${x.kind} (${x.reason}) by ${x.agent || "?"} → ${x.state}`
     + (x.conflict_id ? ` in ${x.conflict_id}` : ""))));
+}
+
+// The neighbourhood is drawn by the server (SVG, escaped, no script); it is parsed as XML
+// and adopted into the page, and a click on a neighbour draws that node's neighbourhood.
+async function draw(nodeId) {
+  nbNode = nodeId;
+  $("node").value = nodeId;
+  const v = at();
+  try {
+    const q = new URLSearchParams({ node: nodeId, at: v });
+    const text = await (await request("/v1/neighborhood.svg?" + q)).text();
+    const doc = new DOMParser().parseFromString(text, "image/svg+xml");
+    if (doc.querySelector("parsererror")) throw new Error("the drawing did not parse");
+    const svg = document.importNode(doc.documentElement, true);
+    for (const g of svg.querySelectorAll("g.node")) {
+      g.addEventListener("click", () => draw(g.getAttribute("data-node")));
+    }
+    $("neighbourhood").replaceChildren(svg);
+    $("nb-title").textContent = `of ${nodeId} at v${v}`;
+    const cut = svg.querySelector('[data-testid="svg-truncated"]');
+    notice("nb-truncated", cut ? "Truncated: " + cut.textContent.replace(/^truncated: /, "") : "");
+  } catch (e) {
+    $("neighbourhood").replaceChildren(el("p", { class: "hint" }, e.message));
+    notice("nb-truncated", "");
+  }
 }
 
 async function refresh() {
@@ -155,6 +257,33 @@ async function refresh() {
   } catch (e) {
     say(e.status === 401 ? "Enter a bearer token to review this graph." : e.message, true);
   }
+}
+
+async function guarded(load) {
+  try {
+    await load();
+  } catch (e) {
+    say(e.message, true);
+  }
+}
+
+function wirePager(pager, prefix, load) {
+  $(prefix + "-prev").addEventListener("click", () => {
+    if (pager.page > 0) { pager.page -= 1; guarded(load); }
+  });
+  $(prefix + "-next").addEventListener("click", () => {
+    if (pager.cursors[pager.page + 1]) { pager.page += 1; guarded(load); }
+  });
+}
+
+function wireSearch(pager, form, input, load) {
+  $(form).addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    pager.q = $(input).value.trim();
+    pager.cursors = [null];
+    pager.page = 0;
+    guarded(load);
+  });
 }
 
 $("login").addEventListener("submit", async (ev) => {
@@ -174,7 +303,19 @@ $("login").addEventListener("submit", async (ev) => {
 $("version").addEventListener("input", async () => {
   const v = Number($("version").value);
   pinned = v === head ? null : v;
-  await loadGraph();
+  edges.cursors = [null];
+  edges.page = 0;
+  await guarded(loadGraph);
 });
 
+$("nb-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const n = $("node").value.trim();
+  if (n) draw(n);
+});
+
+wirePager(queue, "queue", loadQueue);
+wirePager(edges, "graph", loadGraph);
+wireSearch(queue, "queue-search", "queue-q", loadQueue);
+wireSearch(edges, "graph-search", "graph-q", loadGraph);
 refresh();

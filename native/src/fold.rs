@@ -1,0 +1,542 @@
+//! The hot path of ``claimgraph.core.state.GraphState.evolve``: an accepted claim without a
+//! conflict (it shows, and may supersede visible claims), a claim conflicted by a newer one
+//! (stored as lost), and the retirement of a visible claim.
+//!
+//! It mutates the Python ``GraphState`` exactly as ``evolve`` does, in the same order (dict
+//! insertion order is part of the state's canonical encoding), and returns the same
+//! ``Changes``. Any other decision — and any hot-looking one that meets a withheld claim — is
+//! declined before anything is changed, and ``evolve`` folds it.
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
+
+use crate::decide::Decline;
+use crate::sha256::sha256;
+
+type D<T> = Result<T, Decline>;
+
+const SEP: &str = "\x1f";
+const VISIBLE: i64 = 1;
+const WITHHELD: i64 = 2;
+const LOST: i64 = 3;
+const SUPERSEDED: i64 = 4;
+const RETIRED: i64 = 5;
+
+#[pyclass(frozen, module = "claimgraph_native")]
+pub struct Fold {
+    claim_state: Py<PyType>,
+    edge_state: Py<PyType>,
+    changes: Py<PyType>,
+    conf: Py<PyDict>, // entities._CONF: one float object per distinct confidence
+}
+
+fn s<'py>(v: &Bound<'py, PyAny>) -> D<String> {
+    Ok(v.downcast::<PyString>()
+        .map_err(|_| Decline("error"))?
+        .to_str()?
+        .to_owned())
+}
+
+fn dict<'py>(v: Bound<'py, PyAny>) -> D<Bound<'py, PyDict>> {
+    v.downcast_into::<PyDict>().map_err(|_| Decline("error"))
+}
+
+fn item<'py>(d: &Bound<'py, PyDict>, k: &Bound<'py, PyString>) -> D<Bound<'py, PyAny>> {
+    d.get_item(k)?.ok_or(Decline("error"))
+}
+
+fn empty(v: &Bound<'_, PyAny>) -> D<bool> {
+    Ok(v.len()? == 0)
+}
+
+/// The state being folded, and what the fold collects (``before``, ``Changes``).
+struct Run<'py> {
+    py: Python<'py>,
+    state: Bound<'py, PyAny>,
+    claims: Bound<'py, PyDict>,
+    edges: Bound<'py, PyDict>,
+    slot_holder: Bound<'py, PyDict>,
+    slot_conflict: Bound<'py, PyDict>,
+    sides: Bound<'py, PyDict>,
+    before: Vec<(String, &'static str)>,
+    ch_claims: Vec<(String, i64)>,
+    ch_edges: Vec<String>,
+    edge_state: &'py Py<PyType>,
+}
+
+impl<'py> Run<'py> {
+    /// ``GraphState.slots_of`` (its ``_sides`` cache filled by Python on a miss).
+    fn slots(&self, key: &str) -> D<Vec<String>> {
+        let name = key.split(SEP).next().unwrap_or("");
+        let sides = match self.sides.get_item(name)? {
+            Some(x) => x,
+            None => {
+                self.state
+                    .call_method1(intern!(self.py, "slots_of"), (key,))?;
+                self.sides.get_item(name)?.ok_or(Decline("error"))?
+            }
+        };
+        let (subj, obj): (bool, bool) = sides.extract()?;
+        let p: Vec<&str> = key.split(SEP).collect();
+        if p.len() != 5 {
+            return Err(Decline("error"));
+        }
+        let mut out = Vec::with_capacity(2);
+        if subj {
+            out.push([p[0], "out", p[1], p[2]].join(SEP));
+        }
+        if obj {
+            out.push([p[0], "in", p[3], p[4]].join(SEP));
+        }
+        Ok(out)
+    }
+
+    fn claim(&self, id: &str) -> D<Bound<'py, PyAny>> {
+        self.claims.get_item(id)?.ok_or(Decline("error"))
+    }
+
+    /// ``GraphState.edge_read(key)[0]``.
+    fn read(&self, key: &str) -> D<&'static str> {
+        let py = self.py;
+        let es = self.edges.get_item(key)?;
+        if let Some(e) = &es {
+            let w = e.getattr(intern!(py, "withheld"))?;
+            if !empty(&w)? {
+                let first = w.get_item(0)?;
+                let c = self.claims.get_item(&first)?.ok_or(Decline("error"))?;
+                if !c.getattr(intern!(py, "conflict"))?.is_none() {
+                    return Ok("unknown");
+                }
+            }
+        }
+        for sl in self.slots(key)? {
+            if self.slot_conflict.get_item(sl)?.is_some() {
+                return Ok("unknown");
+            }
+        }
+        if let Some(e) = &es {
+            let v = e.getattr(intern!(py, "visible"))?;
+            if !empty(&v)? {
+                let c = self
+                    .claims
+                    .get_item(v.get_item(0)?)?
+                    .ok_or(Decline("error"))?;
+                if c.getattr(intern!(py, "asserts"))?.is_truthy()? {
+                    return Ok("present");
+                }
+            }
+        }
+        Ok("absent")
+    }
+
+    fn remember(&mut self, key: &str) -> D<()> {
+        if !self.before.iter().any(|(k, _)| k == key) {
+            let r = self.read(key)?;
+            self.before.push((key.to_owned(), r));
+        }
+        Ok(())
+    }
+
+    fn touch(&mut self, key: &str) {
+        if !self.ch_edges.iter().any(|k| k == key) {
+            self.ch_edges.push(key.to_owned());
+        }
+    }
+
+    fn new_edge(&self, key: &str) -> D<Bound<'py, PyAny>> {
+        let py = self.py;
+        let es = self.edge_state.bind(py).call0()?;
+        self.edges.set_item(key, &es)?;
+        Ok(es)
+    }
+
+    /// ``GraphState._show`` of a claim that is not withheld.
+    fn show(&mut self, id: &str, cs: &Bound<'py, PyAny>, key: &str, asserts: bool) -> D<()> {
+        let py = self.py;
+        self.remember(key)?;
+        cs.setattr(intern!(py, "status"), VISIBLE)?;
+        let es = match self.edges.get_item(key)? {
+            Some(e) => e,
+            None => self.new_edge(key)?,
+        };
+        let old = es.getattr(intern!(py, "visible"))?;
+        let old = old.downcast::<PyTuple>().map_err(|_| Decline("error"))?;
+        let mut items: Vec<Bound<'py, PyAny>> = old.iter().collect();
+        items.push(PyString::new(py, id).into_any());
+        es.setattr(intern!(py, "visible"), PyTuple::new(py, items)?)?;
+        if asserts {
+            for sl in self.slots(key)? {
+                self.slot_holder.set_item(sl, key)?;
+            }
+        }
+        self.ch_claims.push((id.to_owned(), VISIBLE));
+        self.touch(key);
+        Ok(())
+    }
+
+    /// ``GraphState._hide`` of a claim that is not withheld (checked before the fold began).
+    fn hide(&mut self, id: &str, status: i64) -> D<()> {
+        let py = self.py;
+        let cs = self.claim(id)?;
+        let key = s(&cs.getattr(intern!(py, "edge"))?)?;
+        self.remember(&key)?;
+        let now: i64 = cs.getattr(intern!(py, "status"))?.extract()?;
+        if now == VISIBLE {
+            let es = self.edges.get_item(&key)?.ok_or(Decline("error"))?;
+            let old = es.getattr(intern!(py, "visible"))?;
+            let mut keep: Vec<Bound<'py, PyAny>> = Vec::new();
+            for x in old.try_iter()? {
+                let x = x?;
+                if s(&x)? != id {
+                    keep.push(x);
+                }
+            }
+            let mut any_assert = false;
+            for x in &keep {
+                if self
+                    .claims
+                    .get_item(x)?
+                    .ok_or(Decline("error"))?
+                    .getattr(intern!(py, "asserts"))?
+                    .is_truthy()?
+                {
+                    any_assert = true;
+                    break;
+                }
+            }
+            es.setattr(intern!(py, "visible"), PyTuple::new(py, keep)?)?;
+            if !any_assert {
+                for sl in self.slots(&key)? {
+                    if let Some(h) = self.slot_holder.get_item(&sl)? {
+                        if s(&h)? == key {
+                            self.slot_holder.del_item(&sl)?;
+                        }
+                    }
+                }
+            }
+        }
+        cs.setattr(intern!(py, "status"), status)?;
+        self.ch_claims.push((id.to_owned(), status));
+        self.touch(&key);
+        Ok(())
+    }
+
+    fn vote_group(&self, key: &str) -> D<String> {
+        Ok(self
+            .slots(key)?
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| key.to_owned()))
+    }
+}
+
+#[pymethods]
+impl Fold {
+    #[new]
+    fn new(
+        claim_state: Py<PyType>,
+        edge_state: Py<PyType>,
+        changes: Py<PyType>,
+        conf: Py<PyDict>,
+    ) -> Self {
+        Fold {
+            claim_state,
+            edge_state,
+            changes,
+            conf,
+        }
+    }
+
+    /// ``(changes, None)`` with the state folded, or ``(None, why)``: nothing changed, fold it
+    /// in Python.
+    fn evolve<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        d: &Bound<'py, PyDict>,
+        version: &Bound<'py, PyAny>,
+        raw: &Bound<'py, PyAny>,
+    ) -> PyResult<(PyObject, Option<&'static str>)> {
+        match self.run(py, state, d, version, raw) {
+            Ok(ch) => Ok((ch.unbind(), None)),
+            Err(Decline("broken")) => Err(PyRuntimeError::new_err(
+                "the native fold failed after it began changing the state: the state is not usable",
+            )),
+            Err(Decline(why)) => Ok((py.None(), Some(why))),
+        }
+    }
+}
+
+/// What ``evolve`` does for every decision: the head, counts, rules, chain and log time.
+fn bookkeeping<'py>(
+    py: Python<'py>,
+    state: &Bound<'py, PyAny>,
+    d: &Bound<'py, PyDict>,
+    version: &Bound<'py, PyAny>,
+    raw: &[u8],
+) -> D<()> {
+    state.setattr(intern!(py, "head"), version)?;
+    let n: i64 = state.getattr(intern!(py, "decisions"))?.extract()?;
+    state.setattr(intern!(py, "decisions"), n + 1)?;
+    state.setattr(intern!(py, "rules"), item(d, intern!(py, "rules"))?)?;
+    let chain = state.getattr(intern!(py, "chain"))?;
+    let chain = chain.downcast::<PyBytes>().map_err(|_| Decline("error"))?;
+    let mut buf = Vec::with_capacity(32 + raw.len());
+    buf.extend_from_slice(chain.as_bytes());
+    buf.extend_from_slice(raw);
+    state.setattr(intern!(py, "chain"), PyBytes::new(py, &sha256(&buf)))?;
+    let log_time = item(d, intern!(py, "log_time"))?;
+    if log_time.gt(state.getattr(intern!(py, "last_log_time"))?)? {
+        state.setattr(intern!(py, "last_log_time"), &log_time)?;
+    }
+    Ok(())
+}
+
+impl Fold {
+    /// ``evolve`` of any rejected decision: bookkeeping, and its command id remembered
+    /// (unless it was rejected as a duplicate).
+    fn rejected<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        d: &Bound<'py, PyDict>,
+        version: &Bound<'py, PyAny>,
+        raw: &[u8],
+    ) -> D<Bound<'py, PyAny>> {
+        let ch = self.changes.bind(py).call0()?;
+        bookkeeping(py, state, d, version, raw)?;
+        let cid = item(d, intern!(py, "command_id"))?;
+        let duplicate = s(&item(d, intern!(py, "reason"))?)? == "duplicate_command";
+        if cid.is_truthy()? && !duplicate {
+            let other = state.getattr(intern!(py, "other_commands"))?;
+            other
+                .downcast::<PySet>()
+                .map_err(|_| Decline("error"))?
+                .add(&cid)?;
+        }
+        Ok(ch)
+    }
+
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        d: &Bound<'py, PyDict>,
+        version: &Bound<'py, PyAny>,
+        raw: &Bound<'py, PyAny>,
+    ) -> D<Bound<'py, PyAny>> {
+        let raw = raw
+            .downcast_exact::<PyBytes>()
+            .map_err(|_| Decline("raw"))?
+            .as_bytes();
+        let kind = s(&item(d, intern!(py, "kind"))?)?;
+        let ctype = s(&item(d, intern!(py, "command_type"))?)?;
+        if kind == "rejected" {
+            return self
+                .rejected(py, state, d, version, raw)
+                .map_err(|_| Decline("broken"));
+        }
+        let lost = ctype == "claim" && kind == "conflicted"; // stored, shown nowhere
+        let is_claim = ctype == "claim" && (kind == "accepted" || lost);
+        let is_retract = ctype == "retract" && kind == "retired";
+        if !(is_claim || is_retract) {
+            return Err(Decline("kind"));
+        }
+        if !item(d, intern!(py, "conflict_id"))?.is_none()
+            || !item(d, intern!(py, "schema"))?.is_none()
+            || !item(d, intern!(py, "grant"))?.is_none()
+            || !item(d, intern!(py, "key"))?.is_none()
+        {
+            return Err(Decline("effects"));
+        }
+        for k in [
+            intern!(py, "withheld"),
+            intern!(py, "released"),
+            intern!(py, "dismissed"),
+            intern!(py, "exits"),
+        ] {
+            if !empty(&item(d, k)?)? {
+                return Err(Decline("effects"));
+            }
+        }
+        let claim = item(d, intern!(py, "claim"))?;
+        let supersedes: Vec<String> = item(d, intern!(py, "supersedes"))?.extract()?;
+        let target = item(d, intern!(py, "target"))?;
+        if is_claim == claim.is_none()
+            || (is_retract && (!supersedes.is_empty() || target.is_none()))
+        {
+            return Err(Decline("effects"));
+        }
+        let mut run = Run {
+            py,
+            state: state.clone(),
+            claims: dict(state.getattr(intern!(py, "claims"))?)?,
+            edges: dict(state.getattr(intern!(py, "edges"))?)?,
+            slot_holder: dict(state.getattr(intern!(py, "slot_holder"))?)?,
+            slot_conflict: dict(state.getattr(intern!(py, "slot_conflict"))?)?,
+            sides: dict(state.getattr(intern!(py, "_sides"))?)?,
+            before: Vec::new(),
+            ch_claims: Vec::new(),
+            ch_edges: Vec::new(),
+            edge_state: &self.edge_state,
+        };
+        // nothing withheld is touched (leaving a conflict is Python's): checked before any change
+        let target_s = if is_retract { Some(s(&target)?) } else { None };
+        for id in supersedes.iter().chain(target_s.iter()) {
+            let st: i64 = run.claim(id)?.getattr(intern!(py, "status"))?.extract()?;
+            if st == WITHHELD {
+                return Err(Decline("withheld"));
+            }
+        }
+        let claim_parts = if is_claim {
+            let c = claim.downcast::<PyDict>().map_err(|_| Decline("error"))?;
+            let mut parts = Vec::with_capacity(5);
+            for n in [
+                "edge_type",
+                "subject_type",
+                "subject_id",
+                "object_type",
+                "object_id",
+            ] {
+                parts.push(s(&item(c, &PyString::intern(py, n))?)?);
+            }
+            let key = parts.join(SEP);
+            let id = s(&item(c, intern!(py, "claim_id"))?)?;
+            if run.claims.contains(&id)? {
+                return Err(Decline("known")); // cannot be accepted; Python names what happens
+            }
+            if let Some(e) = run.edges.get_item(&key)? {
+                if !empty(&e.getattr(intern!(py, "withheld"))?)? {
+                    return Err(Decline("withheld"));
+                }
+            }
+            Some((c.clone(), key, id, parts.swap_remove(0)))
+        } else {
+            None
+        };
+
+        if matches!(&target_s, Some(t) if t.is_empty()) {
+            return Err(Decline("effects"));
+        }
+        // From here on the state changes: a failure now is a broken fold, never a decline.
+        let apply = || -> D<Bound<'py, PyAny>> {
+            // evolve: the bookkeeping every decision does
+            let ch = self.changes.bind(py).call0()?;
+            bookkeeping(py, state, d, version, raw)?;
+            let cid = item(d, intern!(py, "command_id"))?;
+            if is_retract && cid.is_truthy()? {
+                let other = state.getattr(intern!(py, "other_commands"))?;
+                other
+                    .downcast::<PySet>()
+                    .map_err(|_| Decline("error"))?
+                    .add(&cid)?;
+            }
+
+            if let Some((c, key, id, edge_type)) = claim_parts {
+                run.remember(&key)?;
+                let asserts = s(&item(&c, intern!(py, "polarity"))?)? == "assert";
+                let agent = item(&c, intern!(py, "agent"))?;
+                let agent = agent.downcast::<PyString>().map_err(|_| Decline("error"))?;
+                let agent_i = PyString::intern(py, agent.to_str()?);
+                let conf = item(&c, intern!(py, "confidence"))?;
+                let shared = {
+                    let table = self.conf.bind(py);
+                    if table.len() > 4096 {
+                        conf.clone()
+                    } else {
+                        match table.get_item(&conf)? {
+                            Some(x) => x,
+                            None => {
+                                table.set_item(&conf, &conf)?;
+                                conf.clone()
+                            }
+                        }
+                    }
+                };
+                let cls = self.claim_state.bind(py);
+                let cs = cls.call1((
+                    key.as_str(),
+                    &agent_i,
+                    asserts,
+                    item(&c, intern!(py, "asserted_at"))?,
+                    LOST,
+                    py.None(),
+                    shared,
+                    item(&c, intern!(py, "based_on_version"))?,
+                ))?;
+                run.claims.set_item(&id, &cs)?;
+                ch.setattr(intern!(py, "new_claim"), &c)?;
+                let schema = state.getattr(intern!(py, "schema"))?;
+                if !schema.is_none() {
+                    let ets = dict(schema.getattr(intern!(py, "edge_types"))?)?;
+                    if let Some(et) = ets.get_item(&edge_type)? {
+                        let policy = et.getattr(intern!(py, "conflict_policy"))?;
+                        if s(&policy.getattr(intern!(py, "value"))?)? == "confidence-weighted-merge"
+                        {
+                            let votes = dict(state.getattr(intern!(py, "votes"))?)?;
+                            let group = run.vote_group(&key)?;
+                            let g = match votes.get_item(&group)? {
+                                Some(g) => g,
+                                None => {
+                                    let g = PyDict::new(py).into_any();
+                                    votes.set_item(&group, &g)?;
+                                    g
+                                }
+                            };
+                            g.set_item(&agent_i, &id)?;
+                        }
+                    }
+                }
+                if lost {
+                    run.ch_claims.push((id.clone(), LOST));
+                } else {
+                    run.show(&id, &cs, &key, asserts)?;
+                }
+            }
+            for c in &supersedes {
+                run.hide(c, SUPERSEDED)?;
+            }
+            if let Some(t) = &target_s {
+                run.hide(t, RETIRED)?;
+                // _drop_vote
+                let cs = run.claim(t)?;
+                let key = s(&cs.getattr(intern!(py, "edge"))?)?;
+                let votes = dict(state.getattr(intern!(py, "votes"))?)?;
+                if let Some(g) = votes.get_item(run.vote_group(&key)?)? {
+                    let g = dict(g)?;
+                    let agent = cs.getattr(intern!(py, "agent"))?;
+                    if let Some(v) = g.get_item(&agent)? {
+                        if s(&v)? == *t {
+                            g.del_item(&agent)?;
+                        }
+                    }
+                }
+            }
+            // _mark_changed (no slot changed: no conflict opened or closed)
+            let slot_changed = dict(state.getattr(intern!(py, "slot_changed"))?)?;
+            let before = std::mem::take(&mut run.before);
+            for (key, was) in &before {
+                if run.read(key)? != *was {
+                    let es = match run.edges.get_item(key)? {
+                        Some(e) => e,
+                        None => run.new_edge(key)?,
+                    };
+                    es.setattr(intern!(py, "changed"), version)?;
+                    for sl in run.slots(key)? {
+                        slot_changed.set_item(sl, version)?;
+                    }
+                }
+            }
+            let claims = PyList::empty(py);
+            for (id, st) in &run.ch_claims {
+                claims.append((id.as_str(), *st))?;
+            }
+            ch.setattr(intern!(py, "claims"), claims)?;
+            ch.setattr(intern!(py, "edges"), PyList::new(py, &run.ch_edges)?)?;
+            Ok(ch)
+        };
+        apply().map_err(|_| Decline("broken"))
+    }
+}

@@ -1,0 +1,32 @@
+//! claimgraph's native per-command path. The pure-Python core (``claimgraph.core``) is its
+//! executable specification: every result here must equal the Python core's, byte for byte,
+//! and every case this module does not cover is handed back to Python (``None``).
+
+use pyo3::prelude::*;
+
+mod avro;
+mod decide;
+mod fold;
+mod sha256;
+
+/// The SHA-256 of ``data``, in hex (the chain's ``command_sha256``).
+/// ``scalar``: without the CPU's SHA extensions (tests check both ways).
+#[pyfunction]
+#[pyo3(signature = (data, scalar=false))]
+fn sha256_hex(data: &[u8], scalar: bool) -> String {
+    sha256::hex(&if scalar {
+        sha256::sha256_scalar(data)
+    } else {
+        sha256::sha256(data)
+    })
+}
+
+#[pymodule]
+fn claimgraph_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<avro::Codec>()?;
+    m.add_class::<decide::Hot>()?;
+    m.add_class::<fold::Fold>()?;
+    m.add_function(wrap_pyfunction!(sha256_hex, m)?)?;
+    m.add("ABI", 1)?;
+    Ok(())
+}

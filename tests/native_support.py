@@ -1,0 +1,39 @@
+"""What the native-core tests share: the CI rule, and values compared with their types."""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any
+
+import pytest
+
+from claimgraph import native
+
+
+def require_native() -> None:
+    """Skip without the native module; under ``CI=true`` fail instead.
+
+    Equivalence tests must never pass pure against pure: on CI the native module must be the
+    one loaded (``make install`` builds it there), so its absence is a failure.
+    """
+    if native.ACTIVE:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(
+            "CI=true but the native core is not loaded (claimgraph_native missing, stale, "
+            "or CLAIMGRAPH_PURE=1): the equivalence tests would compare Python with itself"
+        )
+    pytest.skip("the native core is not installed (no cargo when `make install` ran)")
+
+
+def typed(value: Any) -> Any:
+    """``value`` with every leaf tagged by its exact type (floats by their bits): equal
+    results are equal values of equal types, so ``True`` is not ``1`` and ``1`` not ``1.0``."""
+    if isinstance(value, dict):
+        return ("dict", [(typed(k), typed(v)) for k, v in value.items()])
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, [typed(x) for x in value])
+    if isinstance(value, float):
+        return ("float", struct.pack("<d", value))
+    return (type(value).__name__, value)

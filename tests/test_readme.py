@@ -1,0 +1,477 @@
+"""Every fenced block of README.md is executed (or checked) by a named test.
+
+``INVENTORY`` maps each block — by its language and a line only it has — to the test that
+runs it. ``test_every_readme_block_has_a_test`` fails when a block has no entry (a new block
+comes with its test), when an entry matches no block or several, or when its test does not
+exist. The blocks run here run against real processes: ``claimgraph serve`` on a free port,
+the SDK over HTTP, MCP over stdio, a real Kafka broker, and one asking SASL/PLAIN.
+
+To add a block: write it, add ``(lang, a line only it has, "tests/FILE.py::TEST")`` below and
+make that test run it (``Shell.run`` runs a bash block line by line).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from tests.kafka_fixtures import SASL_PASSWORD, SASL_USER
+from tests.kafka_helpers import free_port, wait_projected
+
+if TYPE_CHECKING:
+    from kafka_broker import KafkaBroker
+
+README = ROOT / "README.md"
+
+# (language, a line that only this block has, "tests module::the test that executes it")
+INVENTORY: list[tuple[str, str, str]] = [
+    ("bash", "make demo     # the main job", "test_readme::test_make_targets"),
+    ("bash", "pip install -e '.[http,kafka]'", "test_cli::test_readme_cli_synopsis_runs"),
+    ("bash", "cat > cmds.jsonl <<'EOF'", "test_cli::test_readme_cli_synopsis_runs"),
+    ("python", 'with claimgraph.open("./g2"', "test_cli::test_readme_python_synopsis_runs"),
+    ("bash", "cat > tokens.yaml <<'EOF'", "test_readme::test_serve_sdk_and_runs_blocks"),
+    ("py", "snap = g.snapshot()", "test_readme::test_serve_sdk_and_runs_blocks"),
+    ("bash", "runs replay RUN_ID", "test_readme::test_serve_sdk_and_runs_blocks"),
+    ('json', '"mcpServers": {', "test_readme::test_mcp_host_config_block"),
+    ("json", '{"state": "unknown", "version": 2', "test_readme::test_explain_block"),
+    ("bash", "paths service:checkout service:billing", "test_cli::test_readme_cli_synopsis_runs"),
+    ("yaml", "principals: {admins: [platform-admin]", "test_readme::test_schema_blocks"),
+    ("bash", "rules upgrade --to 2", "test_readme::test_rules_and_digest_blocks"),
+    ("bash", "digest --at 1200 --json", "test_readme::test_rules_and_digest_blocks"),
+    ("yaml", "principals: {admins: [payments-admin]", "test_readme::test_schema_blocks"),
+    ("bash", "claimgraph governor --metrics-port 9108 &", "test_readme::test_kafka_block"),
+    ("bash", "up -d --build", "test_compose::test_compose_commands_run_against_a_real_broker"),
+    ("toml", "# claimgraph.toml", "test_readme::test_configuration_blocks"),
+    ("bash", "claimgraph config show", "test_readme::test_configuration_blocks"),
+    ("bash", "checkpoint create", "test_cli::test_readme_cli_synopsis_runs"),
+    ("bash", "rebuild && claimgraph --data ./g audit", "test_cli::test_readme_cli_synopsis_runs"),
+    ("", "claimgraph/", "test_readme::test_layout_block"),
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Block:
+    line: int
+    lang: str
+    text: str
+
+
+def readme_blocks() -> list[Block]:
+    text = README.read_text(encoding="utf-8")
+    return [
+        Block(text[: m.start()].count("\n") + 1, m.group(1), m.group(2))
+        for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)
+    ]
+
+
+def block(lang: str, marker: str) -> str:
+    """The text of the one block of ``lang`` that has ``marker`` on a line."""
+    (found,) = [b.text for b in readme_blocks() if b.lang == lang and marker in b.text]
+    return found
+
+
+def test_every_readme_block_has_a_test() -> None:
+    """Each block matches exactly one inventory entry, each entry one block, and each named
+    test exists."""
+    blocks = readme_blocks()
+    assert len(blocks) >= 20
+    unmatched = []
+    for b in blocks:
+        hits = [e for e in INVENTORY if e[0] == b.lang and e[1] in b.text]
+        if len(hits) != 1:
+            unmatched.append(f"README.md:{b.line} ```{b.lang} matches {len(hits)} entries")
+    assert not unmatched, "add each block to INVENTORY with its test:\n" + "\n".join(unmatched)
+    for lang, marker, test in INVENTORY:
+        n = sum(1 for b in blocks if b.lang == lang and marker in b.text)
+        assert n == 1, f"INVENTORY entry {marker!r} matches {n} blocks"
+        path, name = test.split("::")
+        module = importlib.import_module(f"tests.{path}")
+        assert callable(getattr(module, name, None)), f"{test} does not exist"
+
+
+# -- running a bash block, line by line ------------------------------------------------------
+
+CLI = [sys.executable, "-m", "claimgraph"]
+
+
+@dataclass
+class Shell:
+    """Runs README bash lines: ``claimgraph`` commands (as this checkout's), ``export``,
+    heredocs, ``A && B``, a trailing ``&`` (a background process), ``kill %N``. Every
+    command must exit 0, or the code its comment opens with (``# exit 2: why``). ``hook``
+    takes lines the caller stands in for (``make kafka``: the fixture's broker): True."""
+
+    cwd: Path
+    env: dict[str, str]
+    subst: dict[str, str] = field(default_factory=dict)
+    hook: Callable[[str], bool] = lambda line: False
+    background: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    ran: list[tuple[list[str], subprocess.CompletedProcess[str]]] = field(default_factory=list)
+
+    def sub(self, line: str) -> str:
+        for a, b in self.subst.items():
+            line = line.replace(a, b)
+        return line
+
+    def run(self, script: str) -> None:
+        lines = iter(script.replace("\\\n", " ").splitlines())
+        for raw in map(self.sub, lines):
+            heredoc = re.match(r"cat > (\S+) <<'EOF'$", raw.strip())
+            if heredoc:
+                body = []
+                for nxt in lines:
+                    if nxt == "EOF":
+                        break
+                    body.append(self.sub(nxt))
+                (self.cwd / heredoc.group(1)).write_text("\n".join(body) + "\n")
+                continue
+            code, _, comment = raw.partition("  #")
+            code = code.strip()
+            if not code or self.hook(code):
+                continue
+            code = self.sub(code)  # a hook may have added a substitution
+            expect = re.match(r"\s*exit (\d+):", comment)
+            if code.startswith("export "):
+                for item in shlex.split(code)[1:]:
+                    k, _, v = item.partition("=")
+                    self.env[k] = v
+                continue
+            if re.fullmatch(r"kill %\d+", code):
+                stop(self.background[int(code[6:]) - 1])
+                continue
+            if code.endswith("&") and not code.endswith("&&"):
+                self.background.append(self.spawn(shlex.split(code[:-1])))
+                continue
+            for part in code.split("&&"):
+                self.check(shlex.split(part), int(expect.group(1)) if expect else 0)
+
+    def argv(self, words: list[str]) -> list[str]:
+        assert words[0] == "claimgraph", f"README line runs {words[0]!r}: give the test a hook"
+        return [*CLI, *words[1:]]
+
+    def check(self, words: list[str], code: int = 0) -> subprocess.CompletedProcess[str]:
+        r = subprocess.run(
+            self.argv(words), cwd=self.cwd, env=self.env, capture_output=True, text=True,
+            timeout=180,
+        )  # fmt: skip
+        assert r.returncode == code, (
+            f"{shlex.join(words)}: exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+        )
+        self.ran.append((words, r))
+        return r
+
+    def spawn(self, words: list[str]) -> subprocess.Popen[bytes]:
+        log = (self.cwd / f"bg-{len(self.background)}.log").open("wb")
+        return subprocess.Popen(
+            self.argv(words), cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
+
+    def close(self) -> None:
+        for p in self.background:
+            stop(p)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@contextmanager
+def shell(cwd: Path, **kw: Any) -> Iterator[Shell]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAIMGRAPH_")}
+    sh = Shell(cwd, dict(env, PYTHONPATH=str(ROOT), COLUMNS="200"), **kw)
+    try:
+        yield sh
+    finally:
+        sh.close()
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A directory with the repository's schemas/ beside it, as the README assumes."""
+    shutil.copytree(ROOT / "schemas", tmp_path / "schemas")
+    return tmp_path
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, log.read_text()
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+
+
+# -- the blocks ------------------------------------------------------------------------------
+
+
+def test_make_targets(tmp_path: Path) -> None:
+    """The make targets the README names exist; `make demo` runs the demo, which works."""
+    readme = README.read_text(encoding="utf-8")
+    targets = set(re.findall(r"^make (\w[\w-]*)", readme, flags=re.M))
+    assert {"demo", "test", "kafka"} <= targets
+    for t in sorted(targets):
+        r = subprocess.run(["make", "-n", t], cwd=ROOT, capture_output=True, text=True)
+        assert r.returncode == 0, (t, r.stderr)
+        if t == "demo":
+            assert "/claimgraph demo" in r.stdout
+        if t == "kafka":  # listens where the README says: 127.0.0.1:9092
+            assert "tools/kafka_broker.py start" in r.stdout
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import kafka_broker
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    assert "127.0.0.1:9092" in block("bash", "make kafka")
+    usage = subprocess.run(
+        [sys.executable, kafka_broker.__file__, "start", "--help"], capture_output=True, text=True
+    )
+    assert "default 9092" in usage.stdout
+    demo = subprocess.run(
+        [*CLI, "demo"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )  # fmt: skip
+    assert demo.returncode == 0, demo.stderr
+    assert "[QUARANTINED]" in demo.stdout
+
+
+def test_a_missing_extra_is_named(tmp_path: Path) -> None:
+    """`serve` without the http extra exits 2 naming the pip install (not 70, a bug)."""
+    code = (
+        "import sys; sys.modules['uvicorn'] = None; sys.argv = ['claimgraph', '--data', "
+        f"{str(tmp_path / 'g')!r}, 'serve']\nfrom claimgraph.cli import main; main()"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert "pip install 'claimgraph[http]'" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_serve_sdk_and_runs_blocks(workdir: Path) -> None:
+    """Serve with the README's token file, run its SDK block over real HTTP, stop serve, then
+    list, show and replay the run its block recorded."""
+    port = free_port()
+    with shell(workdir, subst={"8080": str(port)}) as sh:
+        sh.run(block("bash", "cat > tokens.yaml <<'EOF'"))
+        (server,) = sh.background
+        wait_http(f"http://127.0.0.1:{port}/healthz", server, workdir / "bg-0.log", 180)
+        code = block("py", "snap = g.snapshot()").replace("8080", str(port))
+        printed: list[str] = []
+        env = {"print": lambda *a: printed.append(" ".join(map(str, a)))}
+        exec(compile(code, "README.md", "exec"), env)
+        version, identical = printed[0].split()
+        assert int(version) >= 1 and identical == "True", printed
+        runs: list[str] = []
+
+        def run_ids(line: str) -> bool:
+            if "runs list" in line and not runs:  # RUN_ID: the first column of list
+                r = sh.check(shlex.split(line))
+                runs.extend(row.split()[0] for row in r.stdout.splitlines())
+                sh.subst["RUN_ID"] = runs[0]
+                return True
+            return False
+
+        sh.hook = run_ids
+        sh.run(block("bash", "runs replay RUN_ID"))
+    # the block's lines ran with the one run the SDK block recorded
+    assert len(runs) == 1
+    shown = [r for words, r in sh.ran if words[3:5] == ["runs", "show"]]
+    assert shown and shown[0].returncode == 0
+
+
+def test_mcp_host_config_block(workdir: Path) -> None:
+    """The MCP host config's command, run as a host would (stdio), against a served graph."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    host = json.loads(block("json", '"mcpServers": {'))["mcpServers"]["claimgraph"]
+    port = free_port()
+    with shell(workdir, subst={"8080": str(port)}) as sh:
+        sh.run(block("bash", "cat > tokens.yaml <<'EOF'"))
+        wait_http(f"http://127.0.0.1:{port}/healthz", sh.background[0], workdir / "bg-0.log")
+        args = [
+            a.replace("8080", str(port)).replace("YOUR_TOKEN", "release-token-change-me")
+            for a in host["args"]
+        ]
+        assert host["command"] == "claimgraph"
+
+        async def session() -> tuple[set[str], dict[str, Any]]:
+            params = StdioServerParameters(
+                command=sys.executable, args=["-m", "claimgraph", *args], env=sh.env
+            )
+            async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
+                await s.initialize()
+                tools = {t.name for t in (await s.list_tools()).tools}
+                res = await s.call_tool("run_info", {})
+                return tools, json.loads(res.content[0].text)  # type: ignore[union-attr]
+
+        tools, info = asyncio.run(session())
+    assert {"read_edge", "assert_edge", "run_info"} <= tools
+    assert info["agent"] == "release-agent", info  # the token is the identity
+
+
+def test_explain_block(tmp_path: Path) -> None:
+    """The README's unknown-read result is what read_edge answers over MCP in that case."""
+    from tests.mcp_fixtures import result, served
+    from tests.test_mcp import _http
+
+    shown = json.loads(block("json", '{"state": "unknown", "version": 2'))
+    with served(tmp_path / "g") as (url, _g, _sessions):
+        open_ = _http(url)
+
+        async def scenario() -> dict[str, Any]:
+            async with open_("inventory") as inv, open_("dba") as dba, open_("tracer") as tr:
+                await inv.call_tool(
+                    "assert_edge",
+                    {"edge_type": "owns", "subject": "service:a", "object": "database:d"},
+                )
+                await dba.call_tool("start_run", {"task": "audit-owners"})
+                await dba.call_tool(
+                    "assert_edge",
+                    {"edge_type": "owns", "subject": "service:b", "object": "database:d"},
+                )
+                return result(
+                    await tr.call_tool(
+                        "read_edge",
+                        {"edge_type": "owns", "subject": "service:a", "object": "database:d"},
+                    )
+                )
+
+        got = asyncio.run(scenario())
+    cid = got["conflict_id"]
+    assert set(got) == set(shown)
+    assert got == {**shown, "conflict_id": cid, "explain": shown["explain"].replace(
+        shown["conflict_id"], cid)}  # fmt: skip
+
+
+def test_schema_blocks() -> None:
+    """The schema block is a valid schema; the refunds excerpt is valid completed from
+    schemas/graphs/refunds.yaml (its elided subject, object and writers)."""
+    from claimgraph.core.schema import parse_schema
+
+    parse_schema(block("yaml", "principals: {admins: [platform-admin]"))
+    excerpt = yaml.safe_load(block("yaml", "principals: {admins: [payments-admin]"))
+    full = yaml.safe_load((ROOT / "schemas/graphs/refunds.yaml").read_text())
+    (et,) = excerpt["edge_types"]
+    (real,) = [e for e in full["edge_types"] if e["name"] == et["name"]]
+    for key in ("subject", "object", "writers", "cardinality"):
+        assert key not in et
+        et[key] = real[key]
+    excerpt["node_types"] = full["node_types"]
+    parse_schema(yaml.safe_dump(excerpt))
+
+
+def test_rules_and_digest_blocks(workdir: Path) -> None:
+    """rules show / upgrade on a graph still on revision 1, then digest and verify --digest
+    (at the head this graph has, for the README's 1200)."""
+    from tests.legacy import legacy_graphs, restore
+
+    assert "inventory" in legacy_graphs()
+    restore(workdir / "platform", "inventory")
+    with shell(workdir) as sh:
+        admin = yaml.safe_load(
+            json.loads(sh.check(["claimgraph", "--data", "./platform", "schema", "show",
+                                 "--json"]).stdout)["document"]
+        )["principals"]["admins"][0]  # fmt: skip
+        sh.run(block("bash", "rules upgrade --to 2").replace("ADMIN", admin))
+        head = json.loads(sh.check(["claimgraph", "--data", "./platform", "head", "--json"]).stdout)
+        v = str(head["head"])
+        out = sh.check(["claimgraph", "--data", "./platform", "digest", "--at", v, "--json"])
+        digest = json.loads(out.stdout)["digest"]
+        script = block("bash", "digest --at 1200 --json").replace("1200", v)
+        sh.run(script.replace("DIGEST", digest))
+    assert any(w[3:5] == ["verify", "--digest"] for w, _ in sh.ran)
+
+
+def test_kafka_block(kafka_broker: KafkaBroker, workdir: Path) -> None:
+    """The Kafka walk-through on a real broker (the fixture's, for `make kafka`), then a read
+    without --data: a clear error naming the projection directory it needs."""
+    env_prefix = f"readme{uuid.uuid4().hex[:8]}"
+
+    def make_kafka(line: str) -> bool:
+        if "--data ./proj get" in line:  # a person reads once the projector caught up
+            (applied,) = [r.stdout for w, r in sh.ran if w[1:3] == ["schema", "apply"]]
+            wait_projected(workdir / "proj", int(applied.split()[0][1:]), sh.env)
+        return line.startswith("make kafka")
+
+    subst = {"127.0.0.1:9092": kafka_broker.bootstrap, "9108": str(free_port())}
+    with shell(workdir, subst=subst, hook=make_kafka) as sh:
+        sh.env["CLAIMGRAPH_PREFIX"] = env_prefix  # fresh topics on the session's broker
+        sh.run(block("bash", "claimgraph governor --metrics-port 9108 &"))
+        assert len(sh.background) == 2
+        got = [r for w, r in sh.ran if w[1:4] == ["--data", "./proj", "get"]]
+        assert got
+        r = subprocess.run(
+            [*CLI, "get", "deployment_target", "service:checkout"],
+            cwd=workdir, env=sh.env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert r.returncode == 2, r.stderr
+        assert (
+            "reads need a projection: pass --data DIR" in r.stderr and "Traceback" not in r.stderr
+        )
+
+
+def test_configuration_blocks(kafka_sasl_broker: KafkaBroker, workdir: Path) -> None:
+    """The TOML file and the SASL walk-through, on a broker asking SASL/PLAIN."""
+    toml = block("toml", "# claimgraph.toml")
+    script = block("bash", "claimgraph config show")
+    assert f"--sasl-user {SASL_USER}:{SASL_PASSWORD}" in script  # the fixture's broker
+    (workdir / "claimgraph.toml").write_text(
+        toml.replace("127.0.0.1:9094", kafka_sasl_broker.bootstrap)
+    )
+
+    def broker(line: str) -> bool:
+        return line.startswith("python tools/kafka_broker.py start --port 9094")
+
+    with shell(workdir, hook=broker) as sh:
+        sh.env["CLAIMGRAPH_PREFIX"] = f"readme{uuid.uuid4().hex[:8]}"
+        sh.run(script)
+    (show,) = [r.stdout for w, r in sh.ran if w[1:3] == ["config", "show"]]
+    assert re.search(
+        r"kafka\.sasl\.password\s+\*\*\*\*\s+\(env CLAIMGRAPH_KAFKA_SASL_PASSWORD\)", show
+    )
+    assert re.search(r"serve\.max_body\s+4194304\s+\(file claimgraph\.toml\)", show), show
+    assert SASL_PASSWORD not in show
+    (status,) = [r for w, r in sh.ran if w[-2:] == ["kafka", "status"]]
+    assert "refused this client's credentials" in status.stderr
+
+
+def test_layout_block() -> None:
+    """The layout names every package folder of claimgraph/, and only those."""
+    text = block("", "claimgraph/")
+    named = set(re.findall(r"^  ((?:\w+/ *)+)", text, flags=re.M))
+    folders = {w.strip("/") for line in named for w in line.split()}
+    real = {p.name for p in (ROOT / "claimgraph").iterdir() if (p / "__init__.py").exists()}
+    assert folders == real, (folders, real)

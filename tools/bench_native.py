@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""The native core against the pure-Python core, same run, same commands (issue #15, steps 1-2).
+
+    .venv/bin/python tools/bench_native.py                     # 100,000 commands, 3 runs each
+    .venv/bin/python tools/bench_native.py -n 20000 --out /tmp/native.md
+    make bench                                                 # its section of BENCHMARKS.md
+
+The workload is ``make bench``'s (tools/workload.py: 90% new edges, 10% conflicting or stale).
+Each run decides every command, encodes its decision and folds it, in this process, on one
+core (no I/O: this is the per-command CPU the issue budgets), with
+
+* ``python``: ``core.governor.decide`` + ``core.wire.encode_decision`` + ``GraphState.evolve``;
+* ``native``: ``native.decide.decide`` (native where it covers the command) + the native
+  decision encoder + ``native.decide.evolve`` (native where it covers the decision).
+
+Runs alternate (python, native, python, ...) so load on a shared machine hits both alike;
+each figure is min / median / max of the runs, in CPU seconds of this process. The native
+runs must produce the same decision bytes (a SHA-256 over all of them) and the same state
+digest as the Python runs, or the benchmark fails. Codec figures: decoding every command and
+encoding every decision, both ways.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from workload import GRAPH, generate, read_frames  # noqa: E402
+
+from claimgraph import native  # noqa: E402
+from claimgraph.core import wire  # noqa: E402
+from claimgraph.core.governor import decide as python_decide  # noqa: E402
+from claimgraph.core.snapshot import state_digest  # noqa: E402
+from claimgraph.core.state import GraphState  # noqa: E402
+from claimgraph.errors import DecodeError  # noqa: E402
+from claimgraph.native import codec  # noqa: E402
+from claimgraph.native import decide as native_decide  # noqa: E402
+
+
+def run(records: list[bytes], core: str) -> tuple[float, str, str]:
+    """Decide, encode and fold every record: (CPU seconds, decisions digest, state digest)."""
+    decide: Callable[..., Any] = python_decide if core == "python" else native_decide.decide
+    encode: Callable[[Any], bytes] = (
+        wire.encode_decision if core == "python" else codec.encode_decision
+    )
+    evolve: Callable[..., Any] = GraphState.evolve if core == "python" else native_decide.evolve
+    state = GraphState(GRAPH)
+    h = hashlib.sha256()
+    t0 = time.process_time()
+    for i, record in enumerate(records):
+        d = decide(state, record, i, 1_700_000_000_000 + i)
+        raw = encode(d)
+        evolve(state, d, i, raw)
+        h.update(raw)
+    cpu = time.process_time() - t0
+    return cpu, h.hexdigest(), state_digest(state)
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.process_time()
+    fn()
+    return time.process_time() - t0
+
+
+def stats(xs: list[float]) -> tuple[float, float, float]:
+    return min(xs), statistics.median(xs), max(xs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-n", "--commands", type=int, default=100_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--out", type=Path, help="report whose native section to (re)write")
+    a = ap.parse_args(argv)
+    if not native.ACTIVE:
+        why = "the native core is not loaded (no cargo when make install ran, or CLAIMGRAPH_PURE=1)"
+        print(f"bench_native: skipped: {why}", file=sys.stderr)
+        _write(a.out, f"## Native core vs pure Python\n\nSkipped: {why}.\n")
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "commands.bin"
+        generate(a.commands, path, log=lambda m: None)
+        with path.open("rb") as f:
+            records = read_frames(f, a.commands)
+    n = len(records)
+    times: dict[str, list[float]] = {"python": [], "native": []}
+    digests: dict[str, set[tuple[str, str]]] = {"python": set(), "native": set()}
+    share = folded = 0.0
+    declined: dict[str, int] = {}
+    for _ in range(a.runs):
+        for core in ("python", "native"):
+            native_decide.reset_counts()
+            cpu, dd, sd = run(records, core)
+            times[core].append(cpu)
+            digests[core].add((dd, sd))
+            if core == "native":
+                share = native_decide.native_share()
+                declined = dict(native_decide.DECLINED.most_common())
+                folded = sum(native_decide.FOLDED.values()) / n
+    same = digests["python"] == digests["native"] and len(digests["python"]) == 1
+    # the codec alone: decode every command, encode every decision
+    state = GraphState(GRAPH)
+    decisions = []
+    for i, record in enumerate(records):
+        d = python_decide(state, record, i, 1_700_000_000_000 + i)
+        state.evolve(d, i)
+        decisions.append(d)
+    codec_times: dict[str, dict[str, list[float]]] = {}
+    for core in ("python", "native"):
+        dec = wire.decode_command if core == "python" else codec.decode_command
+        enc = wire.encode_decision if core == "python" else codec.encode_decision
+
+        def decode_all(dec: Callable[[bytes], Any] = dec) -> None:
+            for r in records[1:]:
+                with contextlib.suppress(DecodeError):  # none in this workload
+                    dec(r)
+
+        def encode_all(enc: Callable[[Any], bytes] = enc) -> None:
+            for d in decisions:
+                enc(d)
+
+        codec_times[core] = {
+            "decode": [timed(decode_all) for _ in range(a.runs)],
+            "encode": [timed(encode_all) for _ in range(a.runs)],
+        }
+
+    def us(xs: list[float], count: int) -> str:
+        lo, mid, hi = stats(xs)
+        return f"{lo / count * 1e6:.1f} / {mid / count * 1e6:.1f} / {hi / count * 1e6:.1f}"
+
+    def rate(xs: list[float]) -> str:
+        lo, mid, hi = stats(xs)
+        return f"{n / hi:,.0f} / {n / mid:,.0f} / {n / lo:,.0f}"
+
+    speed = statistics.median(times["python"]) / statistics.median(times["native"])
+    lines = [
+        f"## Native core vs pure Python ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
+        "",
+        f"{n:,} commands of tools/workload.py, decided + encoded + folded in process (no I/O),"
+        f" {a.runs} runs per core alternating; CPU time of this process; min / median / max.",
+        "",
+        "| core | µs per command | commands/s |",
+        "|---|---|---|",
+        f"| python | {us(times['python'], n)} | {rate(times['python'])} |",
+        f"| native | {us(times['native'], n)} | {rate(times['native'])} |",
+        "",
+        f"Speedup (median): **{speed:.2f}×**. Decided natively: **{share:.1%}** of commands; "
+        f"declined to Python by reason: {declined}. Folded natively: **{folded:.1%}**.",
+        f"Same decision bytes and state digest in every run: **{'yes' if same else 'NO'}**.",
+        "",
+        "| codec (µs per record) | python | native |",
+        "|---|---|---|",
+        f"| decode a command | {us(codec_times['python']['decode'], n - 1)} | "
+        f"{us(codec_times['native']['decode'], n - 1)} |",
+        f"| encode a decision | {us(codec_times['python']['encode'], n)} | "
+        f"{us(codec_times['native']['encode'], n)} |",
+        "",
+    ]
+    report = "\n".join(lines)
+    print(report)
+    _write(a.out, report)
+    return 0 if same else 1
+
+
+MARKER = "<!-- native-benchmarks -->"
+
+
+def _write(out: Path | None, text: str) -> None:
+    """(Re)write this benchmark's section, the last of the report (as bench_chain.py does)."""
+    if out is None:
+        return
+    old = out.read_text(encoding="utf-8") if out.exists() else ""
+    kept = old.split(MARKER)[0].rstrip() + "\n\n" if old else ""
+    out.write_text(kept + MARKER + "\n" + text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
