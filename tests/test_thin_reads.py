@@ -27,7 +27,8 @@ def test_thin_edge_reads_answer_as_the_route_does(tmp_path: Path) -> None:
     g.deny("depends_on", "service:a", "service:b", agent="tracer")  # unknown from here
     c = g.assert_("depends_on", "service:ü b", "service:b", agent="inventory")
     g.retract(c.command_id, agent="inventory")
-    app = create_app(g, token_file())
+    logs: list[dict[str, Any]] = []
+    app = create_app(g, token_file(), request_log=logs.append)
     head = g.head()
     plain: list[dict[str, Any]] = []
     for s in ("service:a", "service:ü b", "service:zz"):
@@ -73,6 +74,9 @@ def test_thin_edge_reads_answer_as_the_route_does(tmp_path: Path) -> None:
             assert r.status_code in (200, 422)
 
     anyio.run(go)
+    thin = [x for x in logs if x["status"] == 200 and x["method"] == "GET"]
+    assert len(thin) >= len(plain) and {x["route"] for x in logs} == {"/v1/edge"}
+    assert {x["principal"] for x in thin} == {"tracer"}  # logged as the route's answers are
     states = {
         g.edge("depends_on", "service:a", "service:b").state,
         g.edge("depends_on", "service:ü b", "service:b", at=c.version).state,

@@ -6,8 +6,8 @@
 
 A graph of ``--claims`` claims is built with ``claimgraph submit`` (tools/bench_submit.py's
 file), then ``claimgraph serve`` runs as users run it (one uvicorn process with httptools
-and uvloop, the gate's limits on, its default log level) and ``wrk`` (Debian's; one thread,
-4 connections) sends, in alternating rounds of ``--seconds`` each:
+and uvloop, the gate's limits, /metrics and the JSON request log on) and ``wrk`` (Debian's;
+one thread, 4 connections) sends, in alternating rounds of ``--seconds`` each:
 
 * ``GET /v1/edge`` of existing edges (answered by the thin path);
 * the same with ``&timeout=0`` (answered by the FastAPI route: the baseline);
@@ -88,6 +88,8 @@ def build(work: Path, claims: int) -> tuple[Path, list[tuple[str, str]]]:
 
 
 def serve(data: Path) -> tuple[subprocess.Popen[bytes], int, str]:
+    added = claimgraph("--data", str(data), "token", "add", "wrk-reader", capture_output=True)
+    token = added.stdout.decode().strip().splitlines()[-1]  # printed once; the file keeps a hash
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -106,8 +108,6 @@ def serve(data: Path) -> tuple[subprocess.Popen[bytes], int, str]:
     else:
         proc.kill()
         raise SystemExit("claimgraph serve did not come up")
-    text = "".join(ln for ln in (data / "tokens.json").open() if not ln.startswith("#"))
-    token = next(t["token"] for t in json.loads(text)["tokens"] if t["agent"] == "admin")
     return proc, port, token
 
 
@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Generated on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: a graph of "
         f"{a.claims:,} claims; `claimgraph serve` (uvicorn with httptools and uvloop, limits "
-        "on, default log level) and `wrk -t1 -c4` on the same 2 cores; "
+        "on, /metrics and the JSON request log on: serve's defaults) and `wrk -t1 -c4` on the "
+        "same 2 cores; "
         f"{a.rounds} alternating rounds of {a.seconds} s; {len(paths)} existing edges in "
         f"turn. Load average at the end {load}. Min / median / max:",
         "",

@@ -17,11 +17,13 @@ import json
 from typing import Any
 from urllib.parse import unquote_plus
 
+from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from claimgraph.core.model import LIMITS
 from claimgraph.errors import ClaimgraphError
 from claimgraph.http.context import Context
+from claimgraph.http.observe import _flat
 from claimgraph.http.problems import error_problem, problem
 from claimgraph.service.inputs import I64
 
@@ -58,6 +60,7 @@ class ThinReads:
         self.app = app
         self.ctx = context
         self.stats = stats  # "answered": requests this path answered (app.state.thin)
+        self._edge_route: Any = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] == "/v1/edge" and scope["method"] == "GET":
@@ -73,11 +76,22 @@ class ThinReads:
                 return
             if body is not None:
                 self.stats["answered"] += 1
+                scope["route"] = self._route(scope)  # for the request log and metrics
                 headers = [*_HEADERS, (b"content-length", str(len(body)).encode())]
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
+
+    def _route(self, scope: Scope) -> Any:
+        """The route ``GET /v1/edge`` would have taken (found once), as routing sets it."""
+        if self._edge_route is None:
+            app = scope.get("app")
+            for r in _flat(getattr(app, "routes", ())):
+                if r.matches(scope)[0] is Match.FULL:
+                    self._edge_route = r
+                    break
+        return self._edge_route
 
     def _edge(self, scope: Scope) -> bytes | None:
         ctx = self.ctx
