@@ -70,6 +70,8 @@ bench: $(STAMP) $(NATIVE_STAMP) kafka-fetch
 	$(BIN)/python tools/bench_versions.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_chain.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_agents.py --out BENCHMARKS.md
+	$(BIN)/python tools/bench_submit.py --out BENCHMARKS.md
+	$(BIN)/python tools/bench_wrk.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_native.py --out BENCHMARKS.md
 
 clean:

@@ -143,7 +143,10 @@ def test_a_command_takes_its_options_from_the_file_unless_a_flag_says(
     [
         ("nope = 1\n", "unknown key 'nope'"),
         ("graph = [3]\n", "graph must be a string, number or boolean"),
-        ("[serve]\nmax-bodyy = 1\n", "[serve] has no option 'max-bodyy' (it has: host, max-body"),
+        (
+            "[serve]\nmax-bodyy = 1\n",
+            "[serve] has no option 'max-bodyy' (it has: arbiter, host, max-batch, max-body",
+        ),
         ("[kafka.init]\npartition = 1\n", "[kafka.init] has no option 'partition'"),
         ("[kafka]\n'sasl.mechanism' = ['PLAIN']\n", "must be a string, number or boolean"),
         ("graph = \n", "is not valid TOML"),

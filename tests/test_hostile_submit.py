@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -275,3 +276,143 @@ def test_generated_lines_each_get_one_decision(tmp_path: Path) -> None:
     verify(g)
     audit(g)
     g.close()
+
+
+# -- the fast path of plain claims against the spec (pydantic) --------------------------------
+
+_VALID_CLAIM: dict[str, Any] = {
+    "type": st.sampled_from(["assert", "deny"]),
+    "edge_type": st.sampled_from(["depends_on", "e" * 256, "é"]),
+    "subject": st.sampled_from(["service:a", "a:b:c", "t" * 256 + ":" + "i" * 256]),
+    "object": st.sampled_from(["service:b", "服务:账单"]),
+    "agent": st.sampled_from(["inventory", "a" * 256]),
+    "task": st.sampled_from(["", "t" * 256]),
+    "command_id": st.sampled_from(["c-1", "c" * 256]),
+    "graph": st.sampled_from(["g", "other", None]),
+    "run_id": st.sampled_from(["r-1", None]),
+    "confidence": st.one_of(st.sampled_from([0, 1, 0.0, 1.0, -0.0]), st.floats(0, 1)),
+    "evidence": st.lists(st.text(max_size=5), max_size=3),
+    "reasoning": st.text(max_size=10),
+    "asserted_at": st.sampled_from([0, 2**63 - 1, -(2**63)]),
+    "based_on_version": st.sampled_from([-1, 0, 2**63 - 1, None]),
+    "properties": st.dictionaries(st.text(min_size=1, max_size=4), st.text(max_size=4), max_size=3),
+}
+_EDGE_VALUES = ["", "x" * 256, "x" * 257, "a:", ":b", "a:b", "\ud800", "a:\ud800", 0, -1, -2,
+                2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 1.0000001, 1.5, 0.5, float("inf"),
+                float("nan"), True, False, None, "2026-01-01Z", ["e" * 1024], ["e" * 1025],
+                ["e"] * 64, ["e"] * 65, [1], {"k": 1}, {"": "v"}, {"k" * 257: "v"},
+                {"k": "v" * 4097}, {f"k{i}": "v" for i in range(65)}, "r" * 16384, "r" * 16385,
+                {"type": "service", "id": "a"}, ["service", "a"], "assert", "deny", "retract",
+                "claim"]  # fmt: skip
+_WEIRD = st.one_of(
+    _scalars,
+    st.sampled_from(_EDGE_VALUES),
+    st.sampled_from(["", "x" * 257, "a:", ":b", "\ud800", "a:\ud800", 2**63, -(2**63) - 1, -2,
+                     1.0000001, 1.5, True, "2026-01-01Z", ["e" * 1025], ["e"] * 65,
+                     {"k": 1}, {"": "v"}, {f"k{i}": "v" for i in range(65)}, "r" * 16385,
+                     {"type": "service", "id": "a"}, ["service", "a"]]),
+    st.lists(_scalars, max_size=2),
+)  # fmt: skip
+_claim_values = st.tuples(
+    st.fixed_dictionaries(_VALID_CLAIM),
+    st.lists(st.sampled_from([*_VALID_CLAIM, "extra", "type"]), max_size=3),  # to break
+    st.lists(_WEIRD, min_size=3, max_size=3),
+    st.lists(st.sampled_from(list(_VALID_CLAIM)), max_size=3),  # to drop
+).map(
+    lambda t: {
+        k: v
+        for k, v in {**t[0], **dict(zip(t[1], t[2], strict=False))}.items()
+        if k not in t[3] or k in t[1]
+    }
+)
+
+
+def _spec_record(value: Any) -> bytes | str:
+    from claimgraph.core.wire import encode_command
+    from claimgraph.service.inputs import parse_command_spec
+
+    try:
+        return encode_command(parse_command_spec(value, "g"))
+    except claimgraph.InputError as exc:
+        return str(exc)
+
+
+def test_the_fast_claim_path_makes_the_records_of_the_spec() -> None:
+    """On generated claims (valid ones with up to three fields replaced by values at, inside
+    and past their bounds, of every JSON type, or dropped, or an extra field), fast_record
+    either declines (None) or makes the very record the pydantic spec makes: it never
+    accepts what the spec refuses. Ids and times are given (not filled at random) so the
+    records compare byte for byte."""
+    from claimgraph.service.inputs import fast_record
+
+    seen: Counter[str] = Counter()
+
+    @settings(max_examples=3000, deadline=None, derandomize=True)
+    @given(_claim_values)
+    def check(value: dict[str, Any]) -> None:
+        for k, v in (("command_id", "c-0"), ("asserted_at", 7)):  # None: filled at random
+            value[k] = v if value.get(k) is None else value[k]
+        fast = fast_record(dict(value), "g")
+        spec = _spec_record(dict(value))
+        if fast is not None:
+            assert fast == spec, (value, spec)
+        seen["fast" if fast else "declined, spec ok" if isinstance(spec, bytes) else "bad"] += 1
+
+    check()
+    assert seen["fast"] > 500 and seen["bad"] > 500, seen
+    base = {"type": "assert", "edge_type": "e", "subject": "a:b", "object": "c:d",
+            "agent": "x", "command_id": "c-0", "asserted_at": 7}  # fmt: skip
+    for field in [*_VALID_CLAIM, "extra"]:
+        for v in _EDGE_VALUES:  # every field at, inside and past each bound, one at a time
+            value = {**base, field: v}
+            if field in ("command_id", "asserted_at") and v is None:
+                continue
+            fast = fast_record(dict(value), "g")
+            if fast is not None:
+                assert fast == _spec_record(dict(value)), value
+
+
+def test_the_fast_path_takes_plain_claims() -> None:
+    """The fast path is taken for the plain lines `submit` sees most (so the property test
+    above compares real records, not only refusals), and fills ids and times as the spec
+    does."""
+    from claimgraph.service.inputs import fast_record
+
+    plain = {"type": "assert", "edge_type": "e", "subject": "a:b", "object": "c:d",
+             "agent": "x", "task": "t", "confidence": 0.5, "evidence": ["s"],
+             "reasoning": "why", "asserted_at": 5, "command_id": "c-1",
+             "properties": {"k": "v"}, "based_on_version": 3, "run_id": "r"}  # fmt: skip
+    rec = fast_record(dict(plain), "g")
+    assert rec is not None and rec == _spec_record(dict(plain))
+    bare = decode_command(fast_record({"type": "deny", "edge_type": "e", "subject": "a:b",
+                                       "object": "c:d", "agent": "x"}, "g") or b"")  # fmt: skip
+    assert bare["command_id"] and bare["asserted_at"] > 1_700_000_000_000  # type: ignore[typeddict-item]
+
+
+def test_submit_prints_each_decision_verbatim(tmp_path: Path) -> None:
+    """submit's stdout is plain JSON Lines, one decision per line: text that a console
+    would render (``:smile:`` emoji codes, ``[bold]`` markup, long lines) comes out as
+    written, and the order is the input's."""
+    _graph_dir(tmp_path)
+    why = ":smile: [bold]not markup[/bold] " + "w" * 300
+    lines = [
+        json.dumps(
+            {
+                "type": "assert",
+                "edge_type": "depends_on",
+                "subject": f"service:s{i}",
+                "object": "service:db",
+                "agent": "inventory-agent",
+                "reasoning": why,
+                "command_id": f"v-{i}",
+            }
+        )
+        for i in range(3)
+    ]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    r = _run(["--data", "g", "submit", "in.jsonl"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert [json.loads(x)["command_id"] for x in out] == ["v-0", "v-1", "v-2"]
+    assert all(json.loads(x)["claim"]["reasoning"] == why for x in out)
+    assert r.stderr == ""  # no progress bar when stderr is not a terminal

@@ -7,7 +7,8 @@ Errors exit non-zero with one clear line (exit codes come from the error classes
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -42,6 +43,7 @@ __all__ = [
     "app",
     "decision_line",
     "emit",
+    "emit_lines",
     "err",
     "graph_session",
     "out",
@@ -255,8 +257,19 @@ def progress(label: str) -> Iterator[Callable[[int, int], None]]:
         yield cb
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
+
 def emit(obj: Any) -> None:
-    out.print(json.dumps(obj, ensure_ascii=False, default=str), markup=False)
+    """One JSON value as one line on stdout: plain text, no console rendering."""
+    sys.stdout.write(_JSON(obj) + "\n")
+
+
+def emit_lines(objs: Iterable[Any]) -> None:
+    """JSON Lines on stdout in one buffered write (machine output of bulk commands)."""
+    text = "\n".join(map(_JSON, objs))
+    if text:
+        sys.stdout.write(text + "\n")
 
 
 def decision_line(r: Receipt) -> str:

@@ -264,6 +264,9 @@ def serve(
     max_pins: Annotated[
         int, typer.Option(min=1, help="Live retention pins per principal (429 past it).")
     ] = HTTP_LIMITS.max_pins,
+    max_batch: Annotated[
+        int, typer.Option(min=1, max=10_000, help="Commands per POST /v1/commands.")
+    ] = HTTP_LIMITS.max_batch,
     ready_lag: Annotated[
         float,
         typer.Option(
@@ -309,6 +312,7 @@ def serve(
         max_run_trace=max_run_trace,
         max_run_bytes=max_run_bytes,
         max_pins=max_pins,
+        max_batch=max_batch,
     )
     app = create_app(
         graph,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import IO, Annotated
 
 import typer
 
@@ -17,10 +19,12 @@ from claimgraph.cli.common import (
     TaskOpt,
     app,
     emit,
+    emit_lines,
     err,
     graph_session,
     out,
     print_receipt,
+    progress,
     schema_app,
     when,
 )
@@ -104,7 +108,9 @@ def submit(
     agent: Annotated[
         str | None, typer.Option("--agent", "-a", help="Default agent for lines that name none.")
     ] = None,
-    batch: Annotated[int, typer.Option(min=1, help="Commands decided per batch.")] = 1000,
+    batch: Annotated[
+        int, typer.Option(min=1, max=100_000, help="Commands decided per synced write.")
+    ] = 2048,
     strict: Annotated[bool, typer.Option(help="Exit 1 if any command was rejected.")] = False,
     max_line: Annotated[
         int, typer.Option("--max-line", min=1, help="Longest line read, in bytes.")
@@ -122,9 +128,10 @@ def submit(
     """
     limits = InputLimits(max_line=max_line, max_depth=max_depth)
     stream = sys.stdin.buffer if file == "-" else open(file, "rb")  # noqa: SIM115
+    total = _size_of(stream)
     rejected = blank = 0
     try:
-        with graph_session() as g:
+        with graph_session() as g, progress("submit") as shown:
             chunk: list[bytes] = []
             for lineno, raw, size in read_lines(stream, max_line):
                 if size <= max_line and not raw.strip():
@@ -134,9 +141,12 @@ def submit(
                 if len(chunk) >= batch:
                     rejected += _submit_chunk(g, chunk)
                     chunk = []
+                    if total:
+                        shown(stream.tell(), total)
             if chunk:
                 rejected += _submit_chunk(g, chunk)
     finally:
+        sys.stdout.flush()
         if stream is not sys.stdin.buffer:
             stream.close()
     if blank:
@@ -147,12 +157,19 @@ def submit(
             raise typer.Exit(1)
 
 
+def _size_of(stream: IO[bytes]) -> int:
+    """The input's size in bytes when it is a regular file (for progress), else 0."""
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError):
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
+
+
 def _submit_chunk(g: Graph, chunk: list[bytes]) -> int:
-    rejected = 0
-    for r in g.submit(chunk):
-        emit(r.as_dict())
-        rejected += r.kind == "rejected"
-    return rejected
+    receipts = g.submit(chunk)
+    emit_lines(r.as_dict() for r in receipts)
+    return sum(r.kind == "rejected" for r in receipts)
 
 
 def _claim_cmd(polarity: str) -> Callable[..., None]:

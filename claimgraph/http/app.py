@@ -23,6 +23,7 @@ from claimgraph.http.auth import TokenFile
 from claimgraph.http.context import Context
 from claimgraph.http.headers import SecurityHeaders
 from claimgraph.http.limits import HTTP_LIMITS, HttpLimits
+from claimgraph.http.thin import ThinReads
 from claimgraph.service.port import GraphPort
 from claimgraph.service.signers import Signer
 
@@ -49,10 +50,12 @@ def create_app(
         description="A governed, event-sourced knowledge graph: every edge is a claim, "
         "every read is at a version. Authenticate with `Authorization: Bearer TOKEN`.",
     )
+    ctx = Context(graph, tokens, signer, limits)
+    app.state.thin = {"answered": 0}  # plain GET /v1/edge answered by the thin path
+    app.add_middleware(ThinReads, context=ctx, stats=app.state.thin)  # first: inside the gate
     middleware.install(app, tokens, limits)
     observe.install(app, graph, ready_lag=ready_lag, log=request_log)  # outermost: sees all
     app.add_middleware(SecurityHeaders)  # outermost: every answer carries them
-    ctx = Context(graph, tokens, signer, limits)
     app.state.context = ctx
     app.include_router(commands.router(ctx))
     app.include_router(reads.router(ctx))

@@ -9,10 +9,10 @@ of this runs.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 from fastapi import Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from claimgraph.core.model import LIMITS
 from claimgraph.http.problems import PROBLEM
@@ -20,13 +20,20 @@ from claimgraph.service.api import node
 from claimgraph.service.inputs import I64, now_millis
 
 __all__ = [
+    "BATCH_ITEMS",
+    "BATCH_PER_REQUEST",
     "BODIES",
     "I64",
     "PROBLEM_RESPONSES",
     "RUN_EVENT_PAYLOAD",
     "STRICT",
     "AtQuery",
+    "BatchIn",
+    "BatchOut",
+    "BatchResult",
     "ClaimIn",
+    "EdgeRef",
+    "EdgesIn",
     "EraseIn",
     "EscalateIn",
     "GrantIn",
@@ -217,6 +224,61 @@ BODIES: dict[str, type[In]] = {
     "erase": EraseIn,
     "upgrade_rules": UpgradeRulesIn,
 }
+
+
+BATCH_PER_REQUEST = 10_000  # the model's hard bound; HttpLimits.max_batch is lower
+
+
+def _item(ctype: str, body: type[In]) -> type[In]:
+    """``body`` with its command ``type``: one item of a batch (``POST /v1/commands``)."""
+    tag: Any = Literal[ctype]
+    return create_model(
+        f"{body.__name__[:-2]}Item",
+        __base__=body,
+        __doc__=f"A {ctype} command in a batch.",
+        type=(tag, Field(description="The command type.")),
+    )
+
+
+BATCH_ITEMS: dict[str, type[In]] = {t: _item(t, b) for t, b in BODIES.items()}
+_Item: Any = Annotated[Union[tuple(BATCH_ITEMS.values())], Field(discriminator="type")]  # noqa: UP007
+
+
+class BatchIn(BaseModel):
+    """Commands to decide in order, in one synced write; at most ``max_batch`` of them."""
+
+    model_config = STRICT
+    commands: list[_Item] = Field(max_length=BATCH_PER_REQUEST)
+
+
+class BatchResult(BaseModel):
+    """One item's result: the status its own route would answer, and its receipt."""
+
+    status: int
+    command_id: str
+    position: int
+    version: int
+    decision: dict[str, Any]
+
+
+class BatchOut(BaseModel):
+    results: list[BatchResult]
+
+
+class EdgeRef(BaseModel):
+    model_config = STRICT
+    edge_type: Id
+    subject: Id = Field(description="'type:id'")
+    object: Id = Field(description="'type:id'")
+
+
+class EdgesIn(BaseModel):
+    """Edges to read at one version; at most ``max_batch`` of them."""
+
+    model_config = STRICT
+    edges: list[EdgeRef] = Field(max_length=BATCH_PER_REQUEST)
+    at: Version | None = Field(None, description="Read at this version (default: head).")
+    timeout: float = Field(0.0, ge=0, le=30, description="Seconds to wait for `at`.")
 
 
 class RunEventIn(BaseModel):

@@ -16,13 +16,13 @@ import uuid
 from typing import Any, cast
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
 
 from claimgraph.core.commands import CLIENT_COMMANDS, COMMANDS, CommandSpec, Sender
 from claimgraph.core.model import Command, Reason
 from claimgraph.core.wire import encode_command
-from claimgraph.errors import InputError
-from claimgraph.http.bodies import BODIES, PROBLEM_RESPONSES, In
+from claimgraph.errors import InputError, LimitError
+from claimgraph.http.auth import Principal
+from claimgraph.http.bodies import BODIES, PROBLEM_RESPONSES, BatchIn, BatchOut, In
 from claimgraph.http.context import Context, clean, decision_json, receipt_json
 from claimgraph.http.problems import problem, status_for
 from claimgraph.service.api import Receipt
@@ -40,51 +40,46 @@ def router(ctx: Context) -> APIRouter:
     r = APIRouter(tags=["commands"], responses=PROBLEM_RESPONSES)
     graph = ctx.graph
 
-    def submit(command: Command) -> Receipt:
+    def encode(command: Command) -> bytes:
         try:
             data = encode_command(command)
         except (TypeError, ValueError) as exc:  # e.g. text that is not valid UTF-8
             raise InputError(f"cannot encode the command: {exc}") from None
-        if ctx.signer is not None:
-            data = ctx.signer.sign(data)
-        return graph.submit([data])[0]
+        return ctx.signer.sign(data) if ctx.signer is not None else data
 
-    def refuse(
+    def submit(command: Command) -> Receipt:
+        return graph.submit([encode(command)])[0]
+
+    def refused(
         ctype: str, reason: Reason, detail: str, agent: str, declared: str | None, task: str
-    ) -> JSONResponse:
-        rec = submit(
-            cast(
-                Command,
-                {
-                    "type": "refused",
-                    "command_id": f"refused-{uuid.uuid4()}",
-                    "graph": graph.name,
-                    "agent": agent,
-                    "task": clean(task),
-                    "reason": reason.value,
-                    "detail": detail,
-                    "declared_agent": clean(declared or ""),
-                    "refused_type": ctype,
-                },
-            )
-        )
-        return problem(
-            reason.value, detail, version=rec.version, decision=decision_json(rec.decision)
+    ) -> Command:
+        return cast(
+            Command,
+            {
+                "type": "refused",
+                "command_id": f"refused-{uuid.uuid4()}",
+                "graph": graph.name,
+                "agent": agent,
+                "task": clean(task),
+                "reason": reason.value,
+                "detail": detail,
+                "declared_agent": clean(declared or ""),
+                "refused_type": ctype,
+            },
         )
 
-    def write(request: Request, spec: CommandSpec, body: In) -> Any:
+    def command_for(p: Principal | None, token: str | None, spec: CommandSpec, body: In) -> Command:
+        """The command a body makes as the token's principal, or the ``refused`` record."""
         ctype = spec.type
-        token = ctx.bearer(request)
-        p = ctx.tokens.principal(token)
         declared, task = body.agent, body.task
         if p is None:
             what = "no bearer token" if token is None else "an unknown bearer token"
-            return refuse(
+            return refused(
                 ctype, Reason.UNAUTHENTICATED, f"the request carried {what}", "anonymous",
                 declared, task,
             )  # fmt: skip
         if declared is not None and declared != p.agent:
-            return refuse(
+            return refused(
                 ctype,
                 Reason.AGENT_MISMATCH,
                 f"the token belongs to {p.agent!r}; it may not act as {clean(declared, 80)!r}",
@@ -93,7 +88,7 @@ def router(ctx: Context) -> APIRouter:
                 task,
             )
         if not p.may_act_in(task):
-            return refuse(
+            return refused(
                 ctype,
                 Reason.TASK_NOT_ALLOWED,
                 f"{p.agent!r} may act in tasks {', '.join(p.tasks)}, not {clean(task, 80)!r}",
@@ -103,19 +98,29 @@ def router(ctx: Context) -> APIRouter:
             )
         role = _ROLE.get(spec.sender)
         if role is not None and role[0] not in p.roles and not p.admin:
-            return refuse(
+            return refused(
                 ctype, role[1], f"{p.agent!r} has no {role[0]} role", p.agent, declared, task
             )
-        command = {
-            "type": ctype,
-            "command_id": body.command_id or str(uuid.uuid4()),
-            "graph": graph.name,
-            "agent": p.agent,
-            "task": task,
-            **body.fields(),
-        }
-        rec = submit(cast(Command, command))
+        return cast(
+            Command,
+            {
+                "type": ctype,
+                "command_id": body.command_id or str(uuid.uuid4()),
+                "graph": graph.name,
+                "agent": p.agent,
+                "task": task,
+                **body.fields(),
+            },
+        )
+
+    def write(request: Request, spec: CommandSpec, body: In) -> Any:
+        token = ctx.bearer(request)
+        command = command_for(ctx.tokens.principal(token), token, spec, body)
+        rec = submit(command)
         d = rec.decision
+        if command["type"] == "refused":
+            c = cast(dict[str, Any], command)
+            return problem(c["reason"], c["detail"], version=rec.version, decision=decision_json(d))
         if d["kind"] == "rejected":
             return problem(
                 d["reason"],
@@ -125,6 +130,34 @@ def router(ctx: Context) -> APIRouter:
                 decision=decision_json(d),
             )
         return receipt_json(rec)
+
+    @r.post("/v1/commands", response_model=BatchOut, name="post_commands")
+    def post_commands(request: Request, body: BatchIn) -> Any:
+        """Several commands in one request, decided in order in one synced write.
+
+        Each item is a command body with its ``type``, checked as its own route would check
+        it (a refused item is recorded as ``refused``, as there). The answer lists one result
+        per item, in order, with the status its own route would have answered. At most
+        ``max_batch`` items (``serve --max-batch``); past it the request is refused with 413
+        and nothing is recorded.
+        """
+        lim = ctx.limits
+        if len(body.commands) > lim.max_batch:
+            raise LimitError(
+                "too_large",
+                "--max-batch",
+                f"{len(body.commands)} commands in one request; at most {lim.max_batch}",
+            )
+        token = ctx.bearer(request)
+        p = ctx.tokens.principal(token)
+        records = [
+            encode(command_for(p, token, COMMANDS[item.type], item)) for item in body.commands
+        ]
+        out = []
+        for rec in graph.submit(records) if records else []:
+            status = status_for(rec.decision["reason"]) if rec.kind == "rejected" else 200
+            out.append({"status": status, **receipt_json(rec)})
+        return {"results": out}
 
     for spec in CLIENT_COMMANDS:
         _add(r, spec, BODIES[spec.type], write)
@@ -137,13 +170,14 @@ def router(ctx: Context) -> APIRouter:
             return problem("not_found", f"no command type {clean(name, 80)!r}")
         p = ctx.tokens.principal(ctx.bearer(request))
         by = "the ticker" if spec.sender == Sender.TICKER else "the system"
-        return refuse(
-            name,
-            Reason.SYSTEM_ONLY,
-            f"{name} is written by {by}, never by a client",
-            p.agent if p is not None else "anonymous",
-            None,
-            "",
+        detail = f"{name} is written by {by}, never by a client"
+        agent = p.agent if p is not None else "anonymous"
+        rec = submit(refused(name, Reason.SYSTEM_ONLY, detail, agent, None, ""))
+        return problem(
+            Reason.SYSTEM_ONLY.value,
+            detail,
+            version=rec.version,
+            decision=decision_json(rec.decision),
         )
 
     return r

@@ -35,6 +35,7 @@ class HttpLimits:
     max_waits_total: int = 64  # ... and over all principals
     max_wait: float = 30.0  # seconds one read may wait
     max_run_events: int = 1000  # trace events per request
+    max_batch: int = 1000  # commands per POST /v1/commands
     max_run_trace: int = 100_000  # trace events per run (counted by this server process)
     max_run_bytes: int = 64 * 1024 * 1024  # bytes of trace payloads per run (idem)
     max_pins: int = 1000  # live retention pins per principal

@@ -14,9 +14,9 @@ import anyio
 from fastapi import APIRouter, Path, Query, Request
 
 from claimgraph.core.model import LIMITS
-from claimgraph.errors import NotFoundError
+from claimgraph.errors import LimitError, NotFoundError
 from claimgraph.http.auth import Principal
-from claimgraph.http.bodies import I64, PROBLEM_RESPONSES, AtQuery, TimeoutQuery
+from claimgraph.http.bodies import I64, PROBLEM_RESPONSES, AtQuery, EdgesIn, TimeoutQuery
 from claimgraph.http.context import Context, browsable, cursor_of, decision_json, key_of
 from claimgraph.service.api import node
 
@@ -98,6 +98,22 @@ def router(ctx: Context) -> APIRouter:
         s, o = node(subject), node(object)
         v = await at_of(p, at, timeout)
         return graph.edge(edge_type, s, o, at=v).as_dict()
+
+    @r.post("/v1/read/edges")
+    async def read_edges(request: Request, body: EdgesIn) -> dict[str, Any]:
+        """Several edges at one version (head by default), in order: one answer each, as
+        ``GET /v1/edge`` gives it. At most ``max_batch`` edges (``serve --max-batch``)."""
+        p = ctx.principal(request)
+        if len(body.edges) > ctx.limits.max_batch:
+            raise LimitError(
+                "too_large",
+                "--max-batch",
+                f"{len(body.edges)} edges in one request; at most {ctx.limits.max_batch}",
+            )
+        wanted = [(e.edge_type, node(e.subject), node(e.object)) for e in body.edges]
+        v = await at_of(p, body.at, body.timeout)
+        edge = graph.edge
+        return {"version": v, "edges": [edge(t, s, o, at=v).as_dict() for t, s, o in wanted]}
 
     @r.get("/v1/slot")
     async def get_slot(

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from rocksdict import (
+    BlockBasedOptions,
+    Cache,
     DbClosedError,
     DBRecoveryMode,
     Options,
@@ -39,11 +41,15 @@ from rocksdict import (
 from claimgraph.errors import ClaimgraphError, CorruptionError, DiskFullError, StorageError
 
 __all__ = [
+    "BLOCK_CACHE",
+    "MEMTABLES",
     "PREFIX",
     "SALVAGE",
     "STRICT",
+    "WRITE_BUFFER",
     "Place",
     "close_quietly",
+    "db_options",
     "estimated_keys",
     "failure",
     "get",
@@ -53,6 +59,7 @@ __all__ = [
     "open_rdict",
     "open_secondary",
     "rocksdb_errors",
+    "shared_block_cache",
     "valid",
     "write",
 ]
@@ -224,17 +231,49 @@ def _mode(wal: str) -> Any:
     raise ValueError(f"unknown WAL recovery mode {wal!r}")
 
 
-def open_rdict(path: Path, *, create: bool, wal: str = PREFIX, remedy: str = "") -> Rdict:
-    """Open a raw-mode RocksDB with checksums verified; name every failure (see the module)."""
+# RocksDB's own memory, bounded (README: "Memory"): every database of a process shares one
+# LRU block cache, and each database keeps at most MEMTABLES write buffers of WRITE_BUFFER
+# bytes. Index and filter blocks stay with the table readers (a few MiB per million rows):
+# charged to the cache, a point read that missed would reload a whole index block. A graph
+# opens two databases (log and projection): at most 64 MiB of block cache and 4 x 16 MiB of
+# memtables.
+BLOCK_CACHE = 64 << 20
+WRITE_BUFFER = 16 << 20
+MEMTABLES = 2
+_CACHE: list[Cache] = []
+
+
+def shared_block_cache() -> Cache:
+    """The process's one block cache (made on first use)."""
+    if not _CACHE:
+        _CACHE.append(Cache(BLOCK_CACHE))
+    return _CACHE[0]
+
+
+def db_options(create: bool, wal: str) -> Options:
+    """The options of every database we open (checksums, WAL recovery, the memory bounds)."""
     opts = Options(raw_mode=True)
     opts.create_if_missing(create)
     opts.set_max_background_jobs(2)
     opts.set_keep_log_file_num(3)
     opts.set_paranoid_checks(True)
     opts.set_wal_recovery_mode(_mode(wal))
+    opts.set_write_buffer_size(WRITE_BUFFER)
+    opts.set_max_write_buffer_number(MEMTABLES)
+    table = BlockBasedOptions()
+    table.set_block_cache(shared_block_cache())
+    opts.set_block_based_table_factory(table)
+    return opts
+
+
+def open_rdict(path: Path, *, create: bool, wal: str = PREFIX, remedy: str = "") -> Rdict:
+    """Open a raw-mode RocksDB with checksums verified; name every failure (see the module)."""
+    opts = db_options(create, wal)
     place = Place(str(path), remedy)
     try:
-        db = Rdict(str(path), opts)
+        # the default column family's options are given explicitly: rocksdict otherwise
+        # reopens an existing database with the options stored in its OPTIONS file
+        db = Rdict(str(path), opts, column_families={"default": opts})
     except Exception as exc:
         if type(exc) is not Exception:
             raise  # not RocksDB's (rocksdict raises the bare Exception): a bug of ours

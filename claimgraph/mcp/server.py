@@ -20,14 +20,14 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import anyio.to_thread
 from mcp.server.fastmcp import Context, FastMCP
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from claimgraph import __version__
 from claimgraph.core.commands import COMMANDS
 from claimgraph.mcp.session import AgentSession
 from claimgraph.service.queries import QUERY_LIMITS
 
-__all__ = ["INSTRUCTIONS", "SessionOf", "build_server"]
+__all__ = ["INSTRUCTIONS", "MAX_WRITE_CLAIMS", "ClaimItem", "SessionOf", "build_server"]
 
 SessionOf = Callable[[Context[Any, Any, Any]], AgentSession]
 T = TypeVar("T")
@@ -61,6 +61,27 @@ Hops = Annotated[
 EdgeTypes = Annotated[
     list[str] | None, Field(description="Follow only these edge types (default: all).")
 ]
+
+
+MAX_WRITE_CLAIMS = 100  # claims per write_claims call
+
+
+class ClaimItem(BaseModel):
+    """One claim of a write_claims call."""
+
+    model_config = ConfigDict(extra="forbid")
+    polarity: Literal["assert", "deny"] = Field(
+        "assert", description="assert: the edge holds; deny: it does not."
+    )
+    edge_type: EdgeType
+    subject: Node
+    object: Node
+    confidence: Confidence = 1.0
+    evidence: list[str] = Field(
+        default_factory=list,
+        description="Where this comes from: data sources, ticket or log ids, URLs.",
+    )
+    reasoning: Reasoning = ""
 
 
 def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings: Any) -> FastMCP:
@@ -248,6 +269,21 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
             ctx, AgentSession.claim, "deny", edge_type, subject, object, confidence,
             evidence or [], reasoning,
         )  # fmt: skip
+
+    @mcp.tool(
+        description=f"{claim_doc} This writes several claims at once (at most "
+        f"{MAX_WRITE_CLAIMS}), each asserting or denying edge_type(subject -> object), in one "
+        "write. Returns one decision per claim, in order."
+    )
+    async def write_claims(
+        ctx: Context[Any, Any, Any],
+        claims: Annotated[
+            list[ClaimItem],
+            Field(max_length=MAX_WRITE_CLAIMS, description="The claims, in order."),
+        ],
+    ) -> dict[str, Any]:
+        items = [c.model_dump() for c in claims]
+        return await call(ctx, AgentSession.write_claims, items)
 
     @mcp.tool(description=COMMANDS["retract"].summary + " Only your own claims.")
     async def retract_claim(

@@ -398,6 +398,15 @@ class AgentSession:
             return _refused(exc.reason, str(exc))
         return _receipt(r)
 
+    def write_claims(self, claims: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """Several claims in one submit; one result per claim, in order."""
+        run = self.run()
+        try:
+            receipts = run.claim_many(claims)
+        except AuthError as exc:  # the HTTP API refused (and recorded) them
+            return _refused(exc.reason, str(exc))
+        return {"results": [_receipt(r) for r in receipts]}
+
     def retract(self, claim_id: str, reason: str) -> dict[str, Any]:
         run = self.run()
         try:

@@ -16,6 +16,7 @@ from rocksdict import Rdict, WriteBatch, WriteOptions
 from claimgraph.core.erasure import scrub_row
 from claimgraph.logs.rocks import named, valid, write
 from claimgraph.projections.damage import projection_place
+from claimgraph.projections.iterators import release_iterators
 from claimgraph.projections.rows import CLAIM, dumps, entity_key, loads
 
 if TYPE_CHECKING:
@@ -62,11 +63,13 @@ def stage_erase(projector: Projector, claim_id: str, version: int) -> None:
 
 def purge(db: Rdict, erased: list[tuple[str, int]]) -> None:
     """Drop the overwritten payload bytes from the files: flush, then compact the claims' keys."""
+    release_iterators(db)  # a cached iterator would keep the old files (and the payload)
     with named(projection_place(db), "compacting erased claims"):
         db.flush()
         for claim_id, _ in erased:
             prefix = CLAIM + claim_id.encode("utf-8")
             db.compact_range(prefix + b"\x00", prefix + b"\x01")
+    release_iterators(db)  # ... also one a read made while the compaction ran
 
 
 def erased_at(db: Rdict, claim_id: str) -> int | None:

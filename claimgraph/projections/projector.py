@@ -102,9 +102,15 @@ class ProjectionStore:
         self._wo = WriteOptions()
         self._wo.sync = False  # the logs are the durable truth; a lost tail is re-projected
         self.failed = False  # a write failed: reopen before the next one (see reopen)
+        self._db_place: tuple[Rdict, Place] | None = None  # (handle, its place): head is hot
 
     def applied(self) -> int:
-        return self.applied_of(self.db)
+        db = self.db
+        cached = self._db_place
+        if cached is None or cached[0] is not db:  # a reopen: a new handle (or a stand-in)
+            cached = self._db_place = (db, projection_place(db))
+        v = get(db, _APPLIED, cached[1], "reading the applied version")
+        return int(_U64.unpack(v)[0]) - 1 if v is not None else -1
 
     @staticmethod
     def applied_of(db: Rdict) -> int:
@@ -122,6 +128,7 @@ class ProjectionStore:
     def reopen(self) -> None:
         """Close and reopen the database (after a failed write RocksDB refuses later writes)."""
         close_quietly(self.db)
+        self._db_place = None
         del self.db  # the last handle (readers must drop theirs first): the lock goes with it
         self.db = open_or_stand_in(self.path, create=self._create, wal=PREFIX, remedy=self._remedy)
         self.applied()  # raises if the reopen failed: the store stays failed

@@ -9,11 +9,14 @@ the conflict that holds it).
 
 from __future__ import annotations
 
+import struct
 from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from threading import get_ident
 from typing import Any
 
+from pydantic_core import from_json
 from rocksdict import Rdict
 
 from claimgraph.core.model import OnUnknown
@@ -22,6 +25,7 @@ from claimgraph.core.state import SEP, edge_key, slot_keys
 from claimgraph.errors import UnknownSlotError, VersionPruned
 from claimgraph.logs.rocks import valid
 from claimgraph.projections.damage import projection_place
+from claimgraph.projections.iterators import track
 from claimgraph.projections.retention import HORIZON_EPOCH, horizon_of
 from claimgraph.projections.rows import (
     ADJ,
@@ -38,6 +42,8 @@ from claimgraph.projections.rows import (
 )
 
 __all__ = ["EdgeView", "NeighborView", "ProjectionReader", "SlotView"]
+
+_INV, _MAX = struct.Struct(">Q"), (1 << 64) - 1  # rows.inv, inlined on the point-read path
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +129,14 @@ def _fallback(et: Any) -> str | None:
 class ProjectionReader:
     """Read-only queries over a projection database (a primary or a secondary instance)."""
 
-    def __init__(self, db: Rdict) -> None:
+    def __init__(self, db: Rdict, *, cache_iterators: bool = False) -> None:
         self.db = db
+        # (thread, use) -> (the database's sequence number, an iterator made at it); see
+        # claimgraph.projections.iterators. None: a fresh iterator for every read.
+        self._iters: dict[tuple[int, int], tuple[int, Any]] | None = None
+        if cache_iterators:
+            self._iters = {}
+            track(self)
         self._place = projection_place(db)  # named in errors: a damaged block never ends a scan
         self._schemas: dict[int, GraphSchema] = {}
         # (versions of schema rows ascending, their schemas, known up to this version): one
@@ -134,6 +146,29 @@ class ProjectionReader:
         self._horizon: tuple[int, int] = (-1, 0)
 
     # -- primitives ---------------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Drop the cached iterators (they pin the database's files and keep it open)."""
+        if self._iters is not None:
+            self._iters.clear()
+
+    def _iter(self, use: int) -> Any:
+        """An iterator that sees every write so far: cached per thread and ``use`` (0: point
+        reads, 1: the scan of neighbors), renewed when the sequence number moved."""
+        iters = self._iters
+        if iters is None:
+            return self.db.iter()
+        db = self.db
+        seq = db.latest_sequence_number()
+        key = (get_ident(), use)
+        cached = iters.get(key)
+        if cached is not None and cached[0] == seq:
+            return cached[1]
+        if cached is not None:  # the database changed: drop every thread's stale iterator,
+            iters.clear()  # so idle threads do not pin old files
+        it = db.iter()
+        iters[key] = (seq, it)
+        return it
 
     def _check(self, at: int) -> None:
         """Raise :class:`VersionPruned` if ``at`` is below the projection's horizon."""
@@ -149,9 +184,9 @@ class ProjectionReader:
         if at < 0:
             return None
         prefix = family + entity.encode("utf-8") + b"\x00"
-        it = self.db.iter()
-        it.seek(prefix + inv(at))
-        if valid(it, self._place, "reading", at):
+        it = self._iter(0)
+        it.seek(prefix + _INV.pack(_MAX - at))
+        if it.valid() or valid(it, self._place, "reading", at):
             k = it.key()
             if len(k) == len(prefix) + 8 and k.startswith(prefix):
                 v: bytes = it.value()
@@ -159,20 +194,21 @@ class ProjectionReader:
         return None
 
     def _scan_at(
-        self, family: bytes, prefix: str, at: int, after: str | None = None
+        self, family: bytes, prefix: str, at: int, after: str | None = None, it: Any = None
     ) -> Iterator[tuple[str, bytes]]:
-        """(entity, value as of ``at``) for every entity under ``prefix`` (after ``after``)."""
+        """(entity, value as of ``at``) for every entity under ``prefix`` (after ``after``;
+        with ``it``, an iterator no other read uses meanwhile; default a fresh one)."""
         if at < 0:
             return
         raw_prefix = family + prefix.encode("utf-8")
         target = inv(at)
         place = self._place
-        it = self.db.iter()
+        it = self.db.iter() if it is None else it
         start = raw_prefix
         if after is not None:  # past every row of ``after``: its key is entity ‖ 0x00 ‖ version
             start = max(start, family + after.encode("utf-8") + b"\x01")
         it.seek(start)
-        while valid(it, place, "scanning", at):
+        while it.valid() or valid(it, place, "scanning", at):
             k: bytes = it.key()
             if not k.startswith(raw_prefix):
                 return
@@ -237,7 +273,7 @@ class ProjectionReader:
         raw = self._at(SLOT, slot, at)
         if raw is None:
             return None
-        c: str | None = loads(raw)
+        c: str | None = from_json(raw)
         return c
 
     # -- queries ------------------------------------------------------------------------------
@@ -254,7 +290,7 @@ class ProjectionReader:
         self._check(at)
         key = edge_key(edge_type, subject[0], subject[1], obj[0], obj[1])
         raw = self._at(EDGE, key, at)
-        state, conflict, claims = ("absent", None, []) if raw is None else loads(raw)
+        state, conflict, claims = ("absent", None, []) if raw is None else from_json(raw)
         schema = self.schema(at)
         et = schema.edge_types.get(edge_type) if schema else None
         if conflict is None:
@@ -315,25 +351,51 @@ class ProjectionReader:
         if edge_type is not None:
             prefix += edge_type + SEP
         schema = self.schema(at)
+        edge_types = schema.edge_types if schema else {}
+        kinds: dict[str, tuple[Any, bool, bool]] = {}  # et -> (type, own slot?, other's?)
         own_slot: dict[str, str | None] = {}
         out: list[NeighborView] = []
-        for ent, raw in self._scan_at(ADJ, prefix, at):
-            _, _, _, et_name, o_type, o_id = ent.split(SEP)
-            state, conflict, claims = loads(raw)
-            et = schema.edge_types.get(et_name) if schema else None
+        if at < 0:
+            return out
+        # the scan of _scan_at, inlined (the hot path of neighbors): one row per entity
+        raw_prefix = ADJ + prefix.encode("utf-8")
+        target = _INV.pack(_MAX - at)
+        place = self._place
+        it = self._iter(1)
+        it.seek(raw_prefix)
+        while it.valid() or valid(it, place, "scanning", at):
+            k: bytes = it.key()
+            if not k.startswith(raw_prefix):
+                break
+            ent = k[:-8]
+            if k[-8:] < target:
+                it.seek(ent + target)
+                if not (it.valid() or valid(it, place, "scanning", at)):
+                    break
+                k = it.key()
+                if k[:-8] != ent:
+                    continue  # no row of this entity at or below ``at``; k is the next one
+            raw = it.value()
+            it.next()  # most entities have one or two rows: step before seeking past them
+            if (it.valid() or valid(it, place, "scanning", at)) and it.key()[:-8] == ent:
+                it.seek(ent[:-1] + b"\x01")
+            _, _, _, et_name, o_type, o_id = ent[1:-1].decode("utf-8").split(SEP)
+            state, conflict, claims = from_json(raw)
+            kind = kinds.get(et_name)
+            if kind is None:
+                et = edge_types.get(et_name)
+                sx = et is not None and et.subject_exclusive
+                ox = et is not None and et.object_exclusive
+                kind = kinds[et_name] = (et, sx, ox) if direction == "out" else (et, ox, sx)
+            et, own_x, other_x = kind
             if conflict is None and et is not None:
-                if (direction == "out" and et.subject_exclusive) or (
-                    direction == "in" and et.object_exclusive
-                ):
+                if own_x:
                     if et_name not in own_slot:
                         own_slot[et_name] = self._slot_conflict(
                             SEP.join((et_name, direction, node[0], node[1])), at
                         )
                     conflict = own_slot[et_name]
-                if conflict is None and (
-                    (direction == "out" and et.object_exclusive)
-                    or (direction == "in" and et.subject_exclusive)
-                ):
+                if conflict is None and other_x:
                     other = "in" if direction == "out" else "out"
                     conflict = self._slot_conflict(SEP.join((et_name, other, o_type, o_id)), at)
                 if conflict is not None:

@@ -40,6 +40,7 @@ from claimgraph.core.model import Progress
 from claimgraph.errors import ConfigError
 from claimgraph.logs.rocks import estimated_keys, get, named, valid, write
 from claimgraph.projections.damage import projection_place
+from claimgraph.projections.iterators import release_iterators
 from claimgraph.projections.pins import Pin, PinRegistry
 from claimgraph.projections.rows import HISTORY, INPUT, META, unpack_version
 
@@ -198,10 +199,12 @@ def collect(
     if pending:
         write(db, wb, wo_fast, place, "deleting rows below the horizon")
     del it
+    release_iterators(db)  # cached iterators would keep the pruned rows' files
     with named(place, "compacting after garbage collection"):
         db.flush()
         if compact and deleted:
             db.compact_range(None, None)
+    release_iterators(db)  # ... also one a read made while the compaction ran
     if progress is not None:
         progress(scanned, scanned)
     return scanned, deleted, scanned - deleted

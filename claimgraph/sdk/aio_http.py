@@ -18,9 +18,12 @@ from claimgraph.errors import InputError, NotFoundError, StorageError, VersionNo
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.sdk.aio import AsyncGraph, Walk
 from claimgraph.sdk.http import (
+    BATCH,
     _decision,
     _edge_view,
     _node_str,
+    batch_body,
+    batch_receipts,
     command_body,
     neighbor_views,
     paths_params,
@@ -115,12 +118,17 @@ class AsyncHttpGraph(AsyncGraph):
             return await self._post_command(command)
         raise NotImplementedError(method)  # every read is a method of its own below
 
-    async def submit(self, commands: Sequence[Command | bytes]) -> list[Receipt]:
-        out = []
-        for c in commands:
-            if isinstance(c, bytes | bytearray):
-                self._builder._one_signed(bytes(c))
-            out.append(await self._post_command(cast(Command, c)))
+    async def submit(
+        self, commands: Sequence[Command | bytes], batch: int = BATCH
+    ) -> list[Receipt]:
+        """Send commands in batches (``POST /v1/commands``), as the sync client does."""
+        out: list[Receipt] = []
+        for i in range(0, len(commands), batch):
+            types, body = batch_body(commands[i : i + batch])
+            resp = await self._request("POST", "/v1/commands", json=body)
+            if resp.status_code != 200:
+                raise_for(resp)
+            out += batch_receipts(types, resp.json())
         return out
 
     async def head(self) -> int:

@@ -227,16 +227,57 @@ def command_body(command: Command) -> tuple[str, dict[str, Any]]:
     return ctype, c
 
 
+BATCH = 1000  # commands per POST /v1/commands (the server's default --max-batch)
+
+
+def batch_body(commands: Sequence[Command | bytes]) -> tuple[list[str], dict[str, Any]]:
+    """Command types and the body of ``POST /v1/commands`` for built commands."""
+    types, items = [], []
+    for c in commands:
+        if isinstance(c, bytes | bytearray):
+            raise InputError(
+                "signed records go to the commands log directly; over HTTP the server "
+                "authenticates the token and signs (serve --signing-key)"
+            )
+        ctype, body = command_body(c)
+        types.append(ctype)
+        items.append({"type": ctype, **body})
+    return types, {"commands": items}
+
+
+def batch_receipts(types: list[str], body: dict[str, Any]) -> list[Receipt]:
+    """The receipts of a ``POST /v1/commands`` answer, in order; if an item was refused
+    (no decision of its own command: a token, agent, task or role the server refused),
+    its error is raised once every item is read (all of them were recorded)."""
+    out: list[Receipt] = []
+    refused: dict[str, Any] | None = None
+    for ctype, item in zip(types, body["results"], strict=True):
+        r = receipt_of(ctype, item["status"], item)
+        if r is None:
+            refused = refused or item
+        else:
+            out.append(r)
+    if refused is not None:
+        d = refused["decision"]
+        raise_problem(refused["status"], {"reason": d["reason"], "detail": d["detail"]})
+    return out
+
+
 def raise_for(resp: httpx.Response) -> None:
     """Raise the claimgraph error an HTTP problem answer stands for."""
     try:
         body: dict[str, Any] = resp.json()
     except ValueError:
         body = {}
+    raise_problem(resp.status_code, body, resp.text[:200])
+
+
+def raise_problem(status: int, body: dict[str, Any], text: str = "") -> None:
+    """Raise the claimgraph error a problem (its status and JSON body) stands for."""
     reason = str(body.get("reason", ""))
-    detail = str(body.get("detail", resp.text[:200]))
-    if resp.status_code in (401, 403) and reason:
-        raise AuthError(reason, detail, resp.status_code)
+    detail = str(body.get("detail", text))
+    if status in (401, 403) and reason:
+        raise AuthError(reason, detail, status)
     if reason == "future_version":
         raise VersionNotYetAvailable(-1, int(body.get("head", -1)), 0.0)
     if reason == "version_pruned":
@@ -249,13 +290,11 @@ def raise_for(resp: httpx.Response) -> None:
         raise StorageError(detail)
     if reason == "fenced":
         raise FencedError(detail)
-    if resp.status_code in (413, 429):
-        raise LimitError(
-            reason or "too_large", str(body.get("limit", "")), detail, resp.status_code
-        )
-    if resp.status_code == 422:
+    if status in (413, 429):
+        raise LimitError(reason or "too_large", str(body.get("limit", "")), detail, status)
+    if status == 422:
         raise InputError(f"{reason}: {detail}")
-    raise ClaimgraphError(f"HTTP {resp.status_code} {reason}: {detail}")
+    raise ClaimgraphError(f"HTTP {status} {reason}: {detail}")
 
 
 class _SyncASGI(httpx.BaseTransport):
@@ -346,16 +385,19 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
 
     # -- writes -----------------------------------------------------------------------------------
 
-    def submit(self, commands: Sequence[Command | bytes]) -> list[Receipt]:
-        """Send commands one by one (``POST /v1/commands/<type>``); one receipt each."""
-        out = []
-        for c in commands:
-            if isinstance(c, bytes | bytearray):
-                raise InputError(
-                    "signed records go to the commands log directly; over HTTP the server "
-                    "authenticates the token and signs (serve --signing-key)"
-                )
-            out.append(self._one(c))
+    def submit(self, commands: Sequence[Command | bytes], batch: int = BATCH) -> list[Receipt]:
+        """Send commands in batches of ``batch`` (``POST /v1/commands``); one receipt each.
+
+        Each batch is decided in order in one synced write. A refused item (token, agent,
+        task, role) raises its error after its batch, whose every item was recorded.
+        """
+        out: list[Receipt] = []
+        for i in range(0, len(commands), batch):
+            types, body = batch_body(commands[i : i + batch])
+            resp = self._request("POST", "/v1/commands", json=body)
+            if resp.status_code != 200:
+                self._raise(resp)
+            out += batch_receipts(types, resp.json())
         return out
 
     def _one(self, command: Command) -> Receipt:

@@ -73,6 +73,10 @@ def _finite(text: str) -> float:
     return f
 
 
+# one decoder for every call: json.loads with hooks would build a new one per text
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
+
+
 def loads(data: bytes, limits: InputLimits = INPUT_LIMITS) -> Any:
     """Parse one JSON text strictly and within ``limits``; every failure is an InputError.
 
@@ -89,7 +93,7 @@ def loads(data: bytes, limits: InputLimits = INPUT_LIMITS) -> Any:
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text: {exc}") from None
     try:
-        return json.loads(doc, parse_constant=_no_constant, parse_float=_finite)
+        return _DECODER.decode(doc)
     except ValueError as exc:  # JSONDecodeError, int digits, overflow
         raise InputError(f"not JSON: {text(str(exc), 300)}") from None
     except RecursionError:  # unreachable below max_depth; kept as a named failure anyway

@@ -142,7 +142,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
         self._progress = progress
         self._runtime: EmbeddedRuntime | None = None
         self._pins: PinRegistry | None = None
-        self.reader = ProjectionReader(self.projection.db)
+        self.reader = ProjectionReader(self.projection.db, cache_iterators=True)
         self._closed = False
         try:
             check_consistency(path, self.logs, self.projection)
@@ -191,6 +191,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
         with self._lock:
             if not self._closed:
                 self._closed = True
+                self.reader.release()  # cached iterators keep the database open
                 self.projection.close()
                 self.logs.close()
 
@@ -282,6 +283,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
         if self.logs.failed:
             self.logs.reopen()
         if self.projection.failed:
+            self.reader.release()
             del self.reader.db  # the old handle's last references go before the reopen
             try:
                 self.projection.reopen()

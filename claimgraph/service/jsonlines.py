@@ -15,7 +15,7 @@ from claimgraph.core.model import LIMITS, Command
 from claimgraph.core.wire import encode_command
 from claimgraph.errors import ClaimgraphError, InputError
 from claimgraph.service.bounded import INPUT_LIMITS, InputLimits, loads, text
-from claimgraph.service.inputs import parse_command
+from claimgraph.service.inputs import fast_record, parse_command_spec
 
 __all__ = ["line_record", "read_lines"]
 
@@ -80,8 +80,11 @@ def line_record(
         obj = loads(raw, limits)
         if isinstance(obj, dict) and agent and "agent" not in obj:
             obj["agent"] = agent
+        record = fast_record(obj, graph)  # a plain claim; else the spec below decides
+        if record is not None:
+            return record
         try:
-            return encode_command(parse_command(obj, graph))
+            return encode_command(parse_command_spec(obj, graph))
         except (TypeError, ValueError, OverflowError) as exc:  # what the wire cannot carry
             raise InputError(f"cannot encode the command: {exc}") from None
     except ClaimgraphError as exc:

@@ -482,6 +482,55 @@ class Run:
         )
         return self._wrote(r)
 
+    def claim_many(self, claims: Sequence[dict[str, Any]]) -> list[Receipt]:
+        """Several claims by the run's agent, submitted together: one synced write embedded,
+        one ``POST /v1/commands`` per batch over HTTP. Each item takes the keyword arguments
+        of :meth:`claim` plus ``edge_type``, ``subject`` and ``object``; receipts in order."""
+        from claimgraph.service.api import node
+        from claimgraph.service.inputs import now_millis, to_millis
+
+        g: Any = self.graph
+        commands: list[Any] = []
+        for c in claims:
+            (st, si), (ot, oi) = node(c["subject"]), node(c["object"])
+            at, based = c.get("asserted_at"), c.get("based_on_version")
+            command = {
+                "type": "claim",
+                "command_id": c.get("command_id") or str(uuid.uuid4()),
+                "graph": g.name,
+                "agent": self.agent,
+                "task": self.task,
+                "run_id": self.run_id,
+                "edge_type": c["edge_type"],
+                "subject_type": st,
+                "subject_id": si,
+                "object_type": ot,
+                "object_id": oi,
+                "polarity": c.get("polarity", "assert"),
+                "confidence": float(c.get("confidence", 1.0)),
+                "evidence": list(c.get("evidence") or ()),
+                "reasoning": c.get("reasoning", ""),
+                "asserted_at": now_millis() if at is None else to_millis(at),
+                "based_on_version": self.version if based is None else based,
+                "properties": dict(c.get("properties") or {}),
+            }
+            commands.append(command if g.signer is None else g.signer.sign(command))
+        receipts: list[Receipt] = g.submit(commands) if commands else []
+        for r in receipts:
+            d = r.decision
+            self._event(
+                "write",
+                {
+                    "command_id": r.command_id,
+                    "version": r.version,
+                    "kind": d["kind"],
+                    "reason": d["reason"],
+                    "command_type": d["command_type"],
+                },
+            )
+        self.flush()
+        return receipts
+
     def assert_(
         self,
         edge_type: str,

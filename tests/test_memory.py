@@ -1,0 +1,37 @@
+"""RocksDB's own memory is bounded as documented, also after a reopen (README: Memory)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import claimgraph
+from claimgraph.logs.rocks import BLOCK_CACHE, MEMTABLES, WRITE_BUFFER, shared_block_cache
+from tests.conftest import SCHEMA
+
+
+def _latest_options(db_dir: Path) -> str:
+    latest = max(db_dir.glob("OPTIONS-*"), key=lambda p: int(p.name.split("-")[1]))
+    return latest.read_text(encoding="utf-8")
+
+
+def test_memory_bounds_hold_after_reopen(tmp_path: Path) -> None:
+    """A graph reopened (rocksdict would reload the stored OPTIONS file) still runs with the
+    documented write buffers, and its log and projection share the process's one block cache
+    of BLOCK_CACHE bytes: both report its capacity and its usage."""
+    with claimgraph.open(tmp_path / "g", create=True, graph="test") as g:
+        g.publish_schema(SCHEMA, agent="admin", source="conftest")
+    with claimgraph.open(tmp_path / "g") as g:
+        for i in range(200):
+            g.assert_("depends_on", f"service:s{i}", "service:db", agent="inventory")
+        g.projection.db.flush()
+        g.edge("depends_on", "service:s1", "service:db")
+        cache = shared_block_cache()
+        for db in (g.logs.db, g.projection.db):
+            assert db.property_int_value("rocksdb.block-cache-capacity") == BLOCK_CACHE
+            assert db.property_int_value("rocksdb.block-cache-usage") == cache.get_usage()
+        assert cache.get_usage() > 0
+    for name in ("log", "projection"):
+        text = _latest_options(tmp_path / "g" / name)
+        assert re.search(rf"\n\s*write_buffer_size={WRITE_BUFFER}\n", text), name
+        assert re.search(rf"\n\s*max_write_buffer_number={MEMTABLES}\n", text), name
