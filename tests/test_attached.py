@@ -133,8 +133,8 @@ def test_cli_reads_and_writes_while_serve_runs(
     assert json.loads(retract)["kind"] == "retired"
 
     # serve itself decided them: its HTTP API reads them
-    tokens = json.loads((data / "tokens.json").read_text().split("\n", 1)[1])["tokens"]
-    admin = next(t["token"] for t in tokens if t["agent"] == "admin")
+    tokens = json.loads((data / "tokens.json").read_text())["tokens"]  # plain JSON
+    admin = next(t["token"] for t in tokens if "admin" in t.get("roles", []))
     with claimgraph.connect(url, token=admin) as c:
         assert c.head() == 5
         assert c.edge("service_owns_database", "service:checkout", "database:orders").state == (

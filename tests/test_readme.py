@@ -50,6 +50,7 @@ INVENTORY: list[tuple[str, str, str]] = [
     ("bash", "cat > cmds.jsonl <<'EOF'", "test_cli::test_readme_cli_synopsis_runs"),
     ("python", 'with claimgraph.open("./g2"', "test_cli::test_readme_python_synopsis_runs"),
     ("bash", "cat > tokens.yaml <<'EOF'", "test_readme::test_serve_sdk_and_runs_blocks"),
+    ("bash", "token add human:alice --role resolver", "test_readme::test_token_block"),
     ("py", "snap = g.snapshot()", "test_readme::test_serve_sdk_and_runs_blocks"),
     ("bash", "runs replay RUN_ID", "test_readme::test_serve_sdk_and_runs_blocks"),
     ('json', '"mcpServers": {', "test_readme::test_mcp_host_config_block"),
@@ -391,6 +392,20 @@ def test_schema_blocks() -> None:
         et[key] = real[key]
     excerpt["node_types"] = full["node_types"]
     parse_schema(yaml.safe_dump(excerpt))
+
+
+def test_token_block(workdir: Path) -> None:
+    """token add prints a token once and stores only its digest; token list names principals."""
+    with shell(workdir) as sh:
+        sh.check(["claimgraph", "--data", "./g", "init", "--graph", "platform"])
+        sh.run(block("bash", "token add human:alice --role resolver"))
+    adds = [r for w, r in sh.ran if w[3:5] == ["token", "add"]]
+    assert len(adds) == 2
+    printed = [r.stdout.strip().splitlines()[-1].split()[-1] for r in adds]
+    stored = (workdir / "g" / "tokens.json").read_text()
+    assert all(len(t) >= 20 and t not in stored for t in printed), (printed, stored)
+    (listed,) = [r.stdout for w, r in sh.ran if w[3:5] == ["token", "list"]]
+    assert "human:alice" in listed and "ci-bot" in listed and printed[0] not in listed
 
 
 def test_rules_and_digest_blocks(workdir: Path) -> None:
