@@ -1,0 +1,158 @@
+"""One native call per batch: decide, encode, fold and stage the projection rows of commands.
+
+:func:`decide_batch` is what the embedded runtime runs per batch of command records. On the
+native core it makes one call (:class:`claimgraph_native.Batch`) per run of commands the native
+path covers — decode, decide, encode, fold and the rows ``Projector.stage`` would write, byte
+for byte — and finishes each command a step declines in Python: the Python governor decides
+it, the Python codec encodes it, ``GraphState.evolve`` folds it, ``Projector.stage`` writes its
+rows; then the native call resumes with the next command. Without the native module it is that
+Python loop alone, the specification. Every hand-back is counted by step and reason in
+:data:`claimgraph.native.decide.DECLINED` (``decide``), :data:`~claimgraph.native.decide
+.FOLD_DECLINED` (``fold``) and :data:`ROWS_DECLINED` (``rows``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from functools import cache
+from typing import Any, Protocol
+
+from claimgraph.core import wire
+from claimgraph.core.governor import decide as python_decide
+from claimgraph.core.model import Decision
+from claimgraph.core.state import Changes, GraphState
+from claimgraph.native import module
+from claimgraph.native.codec import native_codecs
+from claimgraph.native.decide import (
+    DECIDED,
+    DECLINED,
+    FOLD_DECLINED,
+    FOLDED,
+    _fold,
+    _hot,
+    _precheck,
+)
+
+__all__ = ["ROWS_DECLINED", "STAGED", "Record", "Stager", "decide_batch"]
+
+STAGED: Counter[str] = Counter()  # command type → rows staged natively
+ROWS_DECLINED: Counter[str] = Counter()  # why the native rows handed a decision to Python
+
+
+class Record(Protocol):
+    """A command log record (``claimgraph.logs.base.LogRecord``)."""
+
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def value(self) -> bytes: ...
+
+
+class Stager(Protocol):
+    """What the batch call stages rows into (``claimgraph.projections.projector.Projector``)."""
+
+    index_inputs: bool
+    _claim_records: dict[str, dict[str, Any]]
+    _staged_claims: dict[str, list[tuple[bytes, dict[str, Any]]]]
+
+    def stage(self, version: int, d: Decision, ch: Changes) -> None: ...
+    def stage_rows(self, rows: list[bytes], count: int, last_version: int) -> None: ...
+
+
+@cache
+def _batch() -> Any:
+    nc = native_codecs()
+    if module is None or nc is None:
+        return None
+    return module.Batch(_hot(), _fold(), nc.writers["decision"])
+
+
+def _python(
+    state: GraphState, rec: Record, version: int, projector: Stager | None
+) -> tuple[Decision, bytes]:
+    d = python_decide(state, rec.value, rec.offset, rec.timestamp)
+    data = wire.encode_decision(d)
+    ch = state.evolve(d, version, data)
+    if projector is not None:
+        projector.stage(version, d, ch)
+    return d, data
+
+
+def decide_batch(
+    state: GraphState, records: Sequence[Record], version: int, projector: Stager | None
+) -> tuple[list[Decision], list[bytes]]:
+    """Decide ``records`` in order at versions ``version, version + 1, ...``, fold each into
+    ``state`` and stage its rows in ``projector``; return the decisions and their bytes."""
+    batch = _batch()
+    if batch is None:
+        out: list[Decision] = []
+        encoded: list[bytes] = []
+        for rec in records:
+            d, data = _python(state, rec, version, projector)
+            out.append(d)
+            encoded.append(data)
+            version += 1
+        return out, encoded
+    return _native(batch, state, records, version, projector)
+
+
+def _native(
+    batch: Any, state: GraphState, records: Sequence[Record], version: int, projector: Any
+) -> tuple[list[Decision], list[bytes]]:
+    recs = records if type(records) is list else list(records)
+    decisions: list[Decision] = []
+    encoded: list[bytes] = []
+    i, n = 0, len(recs)
+    while i < n:
+        why = _precheck(state, None, None)
+        if why is not None:
+            DECLINED[why] += 1
+            d, data = _python(state, recs[i], version, projector)
+            decisions.append(d)
+            encoded.append(data)
+            i += 1
+            version += 1
+            continue
+        nxt, ds, es, rows, tail = batch.run(state, projector, recs, i, version)
+        done = nxt - i
+        if done:
+            decisions.extend(ds)
+            encoded.extend(es)
+            for d in ds:
+                kind = d["command_type"]
+                DECIDED[kind] += 1
+                FOLDED[kind] += 1
+                if projector is not None:
+                    STAGED[kind] += 1
+            if projector is not None:
+                projector.stage_rows(rows, done, version + done - 1)
+            version += done
+        i = nxt
+        if tail is None:
+            continue
+        step, why = tail[0], tail[1]
+        rec = recs[i]
+        if step == "decide":
+            DECLINED[why] += 1
+            d, data = _python(state, rec, version, projector)
+        else:
+            d = tail[2]
+            DECIDED[d["command_type"]] += 1
+            data = wire.encode_decision(d) if step == "encode" else tail[3]
+            if step in ("encode", "fold"):
+                FOLD_DECLINED[why] += 1
+                ch = state.evolve(d, version, data)
+            else:
+                FOLDED[d["command_type"]] += 1
+                ROWS_DECLINED[why] += 1
+                ch = tail[4]
+            if projector is not None:
+                projector.stage(version, d, ch)
+        decisions.append(d)
+        encoded.append(data)
+        i += 1
+        version += 1
+    return decisions, encoded
