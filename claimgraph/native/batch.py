@@ -56,7 +56,7 @@ class Stager(Protocol):
 
     index_inputs: bool
     _claim_records: dict[str, dict[str, Any]]
-    _staged_claims: dict[str, list[tuple[bytes, dict[str, Any]]]]
+    _staged_claims: dict[str, list[tuple[bytes, dict[str, Any], int, int]]]
 
     def stage(self, version: int, d: Decision, ch: Changes) -> None: ...
     def stage_rows(self, rows: list[bytes], count: int, last_version: int) -> None: ...

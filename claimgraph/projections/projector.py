@@ -143,8 +143,9 @@ class Projector:
         self._wb = WriteBatch(raw_mode=True)
         self._pending = 0
         self._claim_records: dict[str, dict[str, Any]] = {}
-        # claim rows in the current batch, so an erase later in the batch can scrub them too
-        self._staged_claims: dict[str, list[tuple[bytes, dict[str, Any]]]] = {}
+        # claim rows in the current batch, so an erase later in the batch can scrub them too:
+        # (key, record, status, version), the row being claim_row(record, status, version)
+        self._staged_claims: dict[str, list[tuple[bytes, dict[str, Any], int, int]]] = {}
         self.erased: list[tuple[str, int]] = []  # (claim, version) erased, not yet scrubbed
         self.checkpoints: Path | None = None  # checkpoints to scrub of erased payloads
 
@@ -162,9 +163,9 @@ class Projector:
             record = self._claim_records.get(claim_id)
             if record is None:
                 record = self._load_claim(claim_id)
-            ckey, crow = entity_key(CLAIM, claim_id, version), claim_row(record, status, version)
-            wb.put(ckey, dumps(crow))
-            self._staged_claims.setdefault(claim_id, []).append((ckey, crow))
+            ckey = entity_key(CLAIM, claim_id, version)
+            wb.put(ckey, dumps(claim_row(record, status, version)))
+            self._staged_claims.setdefault(claim_id, []).append((ckey, record, status, version))
         for key in ch.edges:
             state, conflict, visible = st.edge_own(key)
             value = dumps([state, conflict, visible])

@@ -396,7 +396,7 @@ impl<'py> Stage<'py> {
         };
         let mut out: Vec<Vec<u8>> = Vec::new();
         // claims: every row built before any cache changes
-        let mut staged: Vec<(String, Vec<u8>, Bound<'py, PyDict>)> = Vec::new();
+        let mut staged: Vec<(String, Vec<u8>, Bound<'py, PyDict>, i64)> = Vec::new();
         let changed: Vec<(String, i64)> = ch.getattr(intern!(py, "claims"))?.extract()?;
         for (id, status) in &changed {
             let record = match (&new_id, &new_record) {
@@ -408,15 +408,24 @@ impl<'py> Stage<'py> {
                     .downcast_into::<PyDict>()
                     .map_err(|_| Decline("error"))?,
             };
-            let row = record.copy()?;
-            row.set_item(intern!(py, "status"), status_name(*status)?)?;
-            row.set_item(intern!(py, "since"), version)?;
+            // claim_row: the record, then its status and since (a record that has either
+            // key, which stage would overwrite in place: Python)
+            if record.contains(intern!(py, "status"))? || record.contains(intern!(py, "since"))? {
+                return Err(Decline("record"));
+            }
             let key = entity_key(b'K', id, version);
             let mut value = Vec::with_capacity(512);
-            put_json(&mut value, row.as_any())?;
+            put_json(&mut value, record.as_any())?;
+            value.pop(); // the record's closing brace
+            if record.len() > 0 {
+                value.push(b',');
+            }
+            value.extend_from_slice(b"\"status\":");
+            put_str(&mut value, status_name(*status)?);
+            value.extend_from_slice(format!(",\"since\":{version}}}").as_bytes());
             out.push(key.clone());
             out.push(value);
-            staged.push((id.clone(), key, row));
+            staged.push((id.clone(), key, record, *status));
         }
         let edge_keys: Vec<String> = ch.getattr(intern!(py, "edges"))?.extract()?;
         for key in &edge_keys {
@@ -506,7 +515,7 @@ impl<'py> Stage<'py> {
         if let (Some(id), Some(r)) = (new_id, new_record) {
             self.records.set_item(id, r)?;
         }
-        for (id, key, row) in staged {
+        for (id, key, record, status) in staged {
             let list = match self.staged.get_item(&id)? {
                 Some(l) => l,
                 None => {
@@ -517,7 +526,7 @@ impl<'py> Stage<'py> {
             };
             list.downcast::<PyList>()
                 .map_err(|_| Decline("error"))?
-                .append((pyo3::types::PyBytes::new(py, &key), row))?;
+                .append((pyo3::types::PyBytes::new(py, &key), record, status, version))?;
         }
         rows.extend(out);
         Ok(())
