@@ -34,10 +34,11 @@ from claimgraph.native.decide import (
     _precheck,
 )
 
-__all__ = ["ROWS_DECLINED", "STAGED", "Record", "Stager", "decide_batch"]
+__all__ = ["REPLAYED", "ROWS_DECLINED", "STAGED", "Record", "Stager", "decide_batch", "fold_batch"]
 
 STAGED: Counter[str] = Counter()  # command type → rows staged natively
 ROWS_DECLINED: Counter[str] = Counter()  # why the native rows handed a decision to Python
+REPLAYED: Counter[str] = Counter()  # logged decisions folded: "native", or why Python did
 
 
 class Record(Protocol):
@@ -67,7 +68,8 @@ def _batch() -> Any:
     nc = native_codecs()
     if module is None or nc is None:
         return None
-    return module.Batch(_hot(), _fold(), nc.writers["decision"])
+    readers = {h: c for h, (record, c) in nc.readers.items() if record == "decision"}
+    return module.Batch(_hot(), _fold(), nc.writers["decision"], readers)
 
 
 def _python(
@@ -156,3 +158,53 @@ def _native(
         i += 1
         version += 1
     return decisions, encoded
+
+
+def fold_batch(
+    state: GraphState, records: Sequence[Record], projector: Stager | None, applied: int
+) -> list[Decision]:
+    """Fold logged decisions (``value``: the bytes, ``offset``: the version) into ``state``
+    and stage the rows of those above ``applied``; return the decisions. One native call per
+    run of decisions the native path decodes, folds and stages; Python for the rest."""
+    batch = _batch()
+    recs = records if type(records) is list else list(records)
+    if batch is None:
+        out: list[Decision] = []
+        for rec in recs:
+            d = wire.decode_decision(rec.value)
+            ch = state.evolve(d, rec.offset, rec.value)
+            if projector is not None and rec.offset > applied:
+                projector.stage(rec.offset, d, ch)
+            out.append(d)
+        return out
+    return _native_fold(batch, state, recs, projector, applied)
+
+
+def _native_fold(
+    batch: Any, state: GraphState, recs: list[Any], projector: Any, applied: int
+) -> list[Decision]:
+    decisions: list[Decision] = []
+    i, n = 0, len(recs)
+    while i < n:
+        nxt, ds, rows, staged, tail = batch.fold(state, projector, recs, i, applied)
+        decisions.extend(ds)
+        REPLAYED["native"] += nxt - i
+        if staged:
+            projector.stage_rows(rows, staged, recs[nxt - 1].offset)
+        i = nxt
+        if tail is None:
+            continue
+        rec = recs[i]
+        step, why = tail[0], tail[1]
+        REPLAYED[f"{step}:{why}"] += 1
+        d = wire.decode_decision(rec.value) if step == "decode" else tail[2]
+        if step == "rows":
+            ROWS_DECLINED[why] += 1
+            ch = tail[3]
+        else:
+            ch = state.evolve(d, rec.offset, rec.value)
+        if projector is not None and rec.offset > applied:
+            projector.stage(rec.offset, d, ch)
+        decisions.append(d)
+        i += 1
+    return decisions

@@ -24,9 +24,7 @@ from claimgraph.core.model import Decision, Progress
 from claimgraph.core.state import GraphState
 from claimgraph.logs.base import LogRecord
 from claimgraph.logs.embedded import EmbeddedLogStore
-from claimgraph.native.batch import decide_batch
-from claimgraph.native.codec import decode_decision
-from claimgraph.native.decide import evolve
+from claimgraph.native.batch import decide_batch, fold_batch
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.streams.jsonlog import log_event
 
@@ -53,11 +51,7 @@ def fold_decisions(
         records = logs.decisions.read(pos, min(batch, end - pos))
         if not records:
             break
-        for rec in records:
-            d = decode_decision(rec.value)
-            ch = evolve(state, d, rec.offset, rec.value)
-            if projector is not None and rec.offset > applied:
-                projector.stage(rec.offset, d, ch)
+        fold_batch(state, records, projector, applied)
         pos = records[-1].offset + 1
         if projector is not None:
             projector.flush()

@@ -11,7 +11,7 @@
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::avro::Codec;
 use crate::decide::{Decline, Hot};
@@ -23,13 +23,104 @@ pub struct Batch {
     hot: Py<Hot>,
     fold: Py<Fold>,
     writer: Py<Codec>,
+    readers: Py<PyDict>, // decision header -> the Codec that reads that version as the current
 }
 
 #[pymethods]
 impl Batch {
     #[new]
-    fn new(hot: Py<Hot>, fold: Py<Fold>, writer: Py<Codec>) -> Self {
-        Batch { hot, fold, writer }
+    fn new(hot: Py<Hot>, fold: Py<Fold>, writer: Py<Codec>, readers: Py<PyDict>) -> Self {
+        Batch {
+            hot,
+            fold,
+            writer,
+            readers,
+        }
+    }
+
+    /// The replay of logged decisions (a projector's, a restart's, ``audit``'s rebuild):
+    /// ``(next, decisions, rows, staged, tail)``. The records ``start..next`` (each decision's
+    /// bytes in ``value``, its version in ``offset``) were decoded (into ``decisions``) and
+    /// folded, and those above
+    /// ``applied`` staged (``staged`` of them, their rows in ``rows``). ``tail`` is None when
+    /// the batch is done, else what remains of record ``next``: ``("decode", why)`` (all of
+    /// it), ``("fold", why, d)``, ``("rows", why, d, changes)``.
+    #[pyo3(signature = (state, projector, records, start, applied))]
+    fn fold<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        projector: &Bound<'py, PyAny>,
+        records: &Bound<'py, PyList>,
+        start: usize,
+        applied: i64,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let fold = self.fold.get();
+        let readers = self.readers.bind(py);
+        let stage = if projector.is_none() {
+            None
+        } else {
+            Some(Stage::new(py, state, projector).map_err(|Decline(why)| {
+                PyRuntimeError::new_err(format!("the projector cannot be staged natively: {why}"))
+            })?)
+        };
+        let mut rows: Vec<Vec<u8>> = Vec::new();
+        let mut tail: PyObject = py.None();
+        let mut staged = 0usize;
+        let decisions = PyList::empty(py);
+        let mut i = start;
+        let n = records.len();
+        while i < n {
+            let rec = records.get_item(i)?;
+            let value = rec.getattr(intern!(py, "value"))?;
+            let offset = rec.getattr(intern!(py, "offset"))?;
+            let version: i64 = offset.extract()?;
+            let d = match self.decode(py, readers, &value) {
+                Some(d) => d,
+                None => {
+                    tail = ("decode", "decode").into_pyobject(py)?.into_any().unbind();
+                    break;
+                }
+            };
+            let ch = match fold.run(py, state, &d, &offset, &value) {
+                Ok(ch) => ch,
+                Err(Decline("broken")) => {
+                    return Err(PyRuntimeError::new_err(
+                        "the native fold failed after it began changing the state: \
+                         the state is not usable",
+                    ))
+                }
+                Err(Decline(why)) => {
+                    tail = ("fold", why, d).into_pyobject(py)?.into_any().unbind();
+                    break;
+                }
+            };
+            if version > applied {
+                if let Some(stage) = &stage {
+                    if let Err(Decline(why)) = stage.rows(&d, &ch, version as u64, &mut rows) {
+                        tail = ("rows", why, d, ch).into_pyobject(py)?.into_any().unbind();
+                        break;
+                    }
+                    staged += 1;
+                }
+            }
+            decisions.append(d)?;
+            i += 1;
+        }
+        let flat = PyList::empty(py);
+        for r in rows {
+            flat.append(PyBytes::new(py, &r))?;
+        }
+        PyTuple::new(
+            py,
+            [
+                i.into_pyobject(py)?.into_any(),
+                decisions.into_any(),
+                flat.into_any(),
+                staged.into_pyobject(py)?.into_any(),
+                tail.into_bound(py),
+            ],
+        )
     }
 
     /// ``(next, decisions, encoded, rows, tail)``: the records ``start..next`` were decided,
@@ -131,6 +222,23 @@ impl Batch {
                 tail.into_bound(py),
             ],
         )
+    }
+}
+
+impl Batch {
+    /// A logged decision's value, read natively (None: Python's codec reads it).
+    fn decode<'py>(
+        &self,
+        py: Python<'py>,
+        readers: &Bound<'py, PyDict>,
+        value: &Bound<'py, PyAny>,
+    ) -> Option<Bound<'py, PyDict>> {
+        let raw = value.downcast_exact::<PyBytes>().ok()?.as_bytes();
+        let header = PyBytes::new(py, raw.get(..10)?);
+        let codec = readers.get_item(header).ok()??;
+        let codec = codec.downcast::<Codec>().ok()?.get();
+        let d = codec.decode_bytes(py, raw, 10).ok()?;
+        d.into_bound(py).downcast_into::<PyDict>().ok()
     }
 }
 
