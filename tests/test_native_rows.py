@@ -186,3 +186,26 @@ def test_row_json_is_pydantic_s() -> None:
         assert module.row_json(v) == to_json(v), repr(v)
     for v in (float("nan"), float("inf"), 2**64, b"x", {1: 2}, object()):
         assert module.row_json(v) is None  # declined: Python's dumps writes (or refuses) it
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hot_streams(), st.integers(700, 1400))
+def test_the_batch_stops_before_a_decision_too_long(
+    stream: tuple[list[bytes], list[int]], limit: int
+) -> None:
+    """``limit`` (the Kafka governor's record size): the batch stops before the first command
+    whose decision is longer, deciding and folding exactly what Python does before it."""
+    records, times = stream
+    recs = [LogRecord(i, t, r) for i, (r, t) in enumerate(zip(records, times, strict=True))]
+    py, nat = GraphState(GRAPH), GraphState(GRAPH)
+    want = []
+    for rec in recs:
+        d = python_decide(py, rec.value, rec.offset, rec.timestamp)
+        data = encode_decision(d)
+        if len(data) > limit:
+            break
+        py.evolve(d, rec.offset, data)
+        want.append(data)
+    _, got = nb.decide_batch(nat, recs, 0, None, limit=limit)
+    assert got == want
+    assert state_digest(nat) == state_digest(py)

@@ -73,10 +73,18 @@ def _batch() -> Any:
 
 
 def _python(
-    state: GraphState, rec: Record, version: int, projector: Stager | None
-) -> tuple[Decision, bytes]:
-    d = python_decide(state, rec.value, rec.offset, rec.timestamp)
+    state: GraphState,
+    rec: Record,
+    version: int,
+    projector: Stager | None,
+    partition: int | None,
+    limit: int | None,
+) -> tuple[Decision, bytes] | None:
+    """One command by the Python core (None: its decision is longer than ``limit``)."""
+    d = python_decide(state, rec.value, rec.offset, rec.timestamp, partition=partition)
     data = wire.encode_decision(d)
+    if limit is not None and len(data) > limit:
+        return None
     ch = state.evolve(d, version, data)
     if projector is not None:
         projector.stage(version, d, ch)
@@ -84,43 +92,65 @@ def _python(
 
 
 def decide_batch(
-    state: GraphState, records: Sequence[Record], version: int, projector: Stager | None
+    state: GraphState,
+    records: Sequence[Record],
+    version: int,
+    projector: Stager | None,
+    *,
+    partition: int | None = None,
+    limit: int | None = None,
 ) -> tuple[list[Decision], list[bytes]]:
     """Decide ``records`` in order at versions ``version, version + 1, ...``, fold each into
-    ``state`` and stage its rows in ``projector``; return the decisions and their bytes."""
+    ``state`` and stage its rows in ``projector``; return the decisions and their bytes.
+
+    ``partition``: the Kafka partition deciding (placement is checked, as by ``decide``).
+    ``limit``: stop before the first command whose decision takes more bytes, leaving it
+    undecided and unfolded (fewer decisions than records are returned); the caller decides
+    what to do with it.
+    """
     batch = _batch()
     if batch is None:
         out: list[Decision] = []
         encoded: list[bytes] = []
         for rec in records:
-            d, data = _python(state, rec, version, projector)
-            out.append(d)
-            encoded.append(data)
+            done = _python(state, rec, version, projector, partition, limit)
+            if done is None:
+                break
+            out.append(done[0])
+            encoded.append(done[1])
             version += 1
         return out, encoded
-    return _native(batch, state, records, version, projector)
+    return _native(batch, state, records, version, projector, partition, limit)
 
 
 def _native(
-    batch: Any, state: GraphState, records: Sequence[Record], version: int, projector: Any
+    batch: Any,
+    state: GraphState,
+    records: Sequence[Record],
+    version: int,
+    projector: Any,
+    partition: int | None,
+    limit: int | None,
 ) -> tuple[list[Decision], list[bytes]]:
     recs = records if type(records) is list else list(records)
     decisions: list[Decision] = []
     encoded: list[bytes] = []
     i, n = 0, len(recs)
     while i < n:
-        why = _precheck(state, None, None)
+        why = _precheck(state, None, partition)
         if why is not None:
             DECLINED[why] += 1
-            d, data = _python(state, recs[i], version, projector)
-            decisions.append(d)
-            encoded.append(data)
+            done = _python(state, recs[i], version, projector, partition, limit)
+            if done is None:
+                break
+            decisions.append(done[0])
+            encoded.append(done[1])
             i += 1
             version += 1
             continue
-        nxt, ds, es, rows, tail = batch.run(state, projector, recs, i, version)
-        done = nxt - i
-        if done:
+        nxt, ds, es, rows, tail = batch.run(state, projector, recs, i, version, limit)
+        done_n = nxt - i
+        if done_n:
             decisions.extend(ds)
             encoded.extend(es)
             for d in ds:
@@ -130,20 +160,27 @@ def _native(
                 if projector is not None:
                     STAGED[kind] += 1
             if projector is not None:
-                projector.stage_rows(rows, done, version + done - 1)
-            version += done
+                projector.stage_rows(rows, done_n, version + done_n - 1)
+            version += done_n
         i = nxt
         if tail is None:
             continue
         step, why = tail[0], tail[1]
         rec = recs[i]
+        if step == "size":
+            break  # decided natively, too long: left to the caller, unfolded
         if step == "decide":
             DECLINED[why] += 1
-            d, data = _python(state, rec, version, projector)
+            done = _python(state, rec, version, projector, partition, limit)
+            if done is None:
+                break
+            d, data = done
         else:
             d = tail[2]
             DECIDED[d["command_type"]] += 1
             data = wire.encode_decision(d) if step == "encode" else tail[3]
+            if limit is not None and len(data) > limit:
+                break
             if step in ("encode", "fold"):
                 FOLD_DECLINED[why] += 1
                 ch = state.evolve(d, version, data)

@@ -127,8 +127,11 @@ impl Batch {
     /// folded and (with a projector) staged, their decisions and bytes in ``decisions`` and
     /// ``encoded``, their rows as ``[key, value, key, value, ...]``. ``tail`` is None when the
     /// batch is done, else what remains of record ``next``: ``("decide", why)`` (all of it),
-    /// ``("encode", why, d)``, ``("fold", why, d, data)``, ``("rows", why, d, data, changes)``.
-    #[pyo3(signature = (state, projector, records, start, version))]
+    /// ``("encode", why, d)``, ``("fold", why, d, data)``, ``("rows", why, d, data, changes)``,
+    /// or ``("size", "size", d, data)``: the decision's bytes are longer than ``limit``, and
+    /// nothing of it was folded.
+    #[pyo3(signature = (state, projector, records, start, version, limit=None))]
+    #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &self,
         py: Python<'py>,
@@ -137,6 +140,7 @@ impl Batch {
         records: &Bound<'py, PyList>,
         start: usize,
         version: u64,
+        limit: Option<usize>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let hot = self.hot.get();
         let fold = self.fold.get();
@@ -177,6 +181,13 @@ impl Batch {
                     break;
                 }
             };
+            if matches!(limit, Some(l) if data.as_bytes().len() > l) {
+                tail = ("size", "size", d, data)
+                    .into_pyobject(py)?
+                    .into_any()
+                    .unbind();
+                break;
+            }
             let vobj = v.into_pyobject(py)?.into_any();
             let ch = match fold.run(py, state, &d, &vobj, data.as_any()) {
                 Ok(ch) => ch,
