@@ -60,7 +60,7 @@ class Stager(Protocol):
     _staged_claims: dict[str, list[tuple[bytes, dict[str, Any], int, int]]]
 
     def stage(self, version: int, d: Decision, ch: Changes) -> None: ...
-    def stage_rows(self, rows: list[bytes], count: int, last_version: int) -> None: ...
+    def staged_natively(self, count: int, last_version: int) -> None: ...
 
 
 @cache
@@ -148,7 +148,7 @@ def _native(
             i += 1
             version += 1
             continue
-        nxt, ds, es, rows, tail = batch.run(state, projector, recs, i, version, limit)
+        nxt, ds, es, tail = batch.run(state, projector, recs, i, version, limit)
         done_n = nxt - i
         if done_n:
             decisions.extend(ds)
@@ -160,7 +160,7 @@ def _native(
                 if projector is not None:
                     STAGED[kind] += 1
             if projector is not None:
-                projector.stage_rows(rows, done_n, version + done_n - 1)
+                projector.staged_natively(done_n, version + done_n - 1)
             version += done_n
         i = nxt
         if tail is None:
@@ -223,11 +223,11 @@ def _native_fold(
     decisions: list[Decision] = []
     i, n = 0, len(recs)
     while i < n:
-        nxt, ds, rows, staged, tail = batch.fold(state, projector, recs, i, applied)
+        nxt, ds, staged, tail = batch.fold(state, projector, recs, i, applied)
         decisions.extend(ds)
         REPLAYED["native"] += nxt - i
         if staged:
-            projector.stage_rows(rows, staged, recs[nxt - 1].offset)
+            projector.staged_natively(staged, recs[nxt - 1].offset)
         i = nxt
         if tail is None:
             continue

@@ -197,14 +197,12 @@ class Projector:
         self._pending += 1
         wb.put(_APPLIED, _U64.pack(version + 1))
 
-    def stage_rows(self, rows: list[bytes], count: int, last_version: int) -> None:
-        """Stage rows built natively (``[key, value, ...]``) for ``count`` decisions, the last
-        at ``last_version``: what :meth:`stage` of each would have staged, in order."""
-        put = self._wb.put
-        for i in range(0, len(rows), 2):
-            put(rows[i], rows[i + 1])
+    def staged_natively(self, count: int, last_version: int) -> None:
+        """``count`` decisions, the last at ``last_version``, had their rows put into this
+        batch by the native core (:mod:`claimgraph.native.batch`), as :meth:`stage` of each
+        would have: count them and stage the applied offset."""
         self._pending += count
-        put(_APPLIED, _U64.pack(last_version + 1))
+        self._wb.put(_APPLIED, _U64.pack(last_version + 1))
 
     def _load_claim(self, claim_id: str) -> dict[str, Any]:
         """A claim's record from its newest row (claims staged in this batch are cached)."""

@@ -39,10 +39,10 @@ impl Batch {
     }
 
     /// The replay of logged decisions (a projector's, a restart's, ``audit``'s rebuild):
-    /// ``(next, decisions, rows, staged, tail)``. The records ``start..next`` (each decision's
-    /// bytes in ``value``, its version in ``offset``) were decoded (into ``decisions``) and
-    /// folded, and those above
-    /// ``applied`` staged (``staged`` of them, their rows in ``rows``). ``tail`` is None when
+    /// ``(next, decisions, staged, tail)``. The records ``start..next`` (each decision's bytes
+    /// in ``value``, its version in ``offset``) were decoded (into ``decisions``) and folded,
+    /// and those above ``applied`` staged (``staged`` of them, their rows put into the
+    /// projector's write batch). ``tail`` is None when
     /// the batch is done, else what remains of record ``next``: ``("decode", why)`` (all of
     /// it), ``("fold", why, d)``, ``("rows", why, d, changes)``.
     #[pyo3(signature = (state, projector, records, start, applied))]
@@ -64,7 +64,6 @@ impl Batch {
                 PyRuntimeError::new_err(format!("the projector cannot be staged natively: {why}"))
             })?)
         };
-        let mut rows: Vec<Vec<u8>> = Vec::new();
         let mut tail: PyObject = py.None();
         let mut staged = 0usize;
         let decisions = PyList::empty(py);
@@ -97,7 +96,7 @@ impl Batch {
             };
             if version > applied {
                 if let Some(stage) = &stage {
-                    if let Err(Decline(why)) = stage.rows(&d, &ch, version as u64, &mut rows) {
+                    if let Err(Decline(why)) = stage.rows(&d, &ch, version as u64) {
                         tail = ("rows", why, d, ch).into_pyobject(py)?.into_any().unbind();
                         break;
                     }
@@ -107,25 +106,20 @@ impl Batch {
             decisions.append(d)?;
             i += 1;
         }
-        let flat = PyList::empty(py);
-        for r in rows {
-            flat.append(PyBytes::new(py, &r))?;
-        }
         PyTuple::new(
             py,
             [
                 i.into_pyobject(py)?.into_any(),
                 decisions.into_any(),
-                flat.into_any(),
                 staged.into_pyobject(py)?.into_any(),
                 tail.into_bound(py),
             ],
         )
     }
 
-    /// ``(next, decisions, encoded, rows, tail)``: the records ``start..next`` were decided,
-    /// folded and (with a projector) staged, their decisions and bytes in ``decisions`` and
-    /// ``encoded``, their rows as ``[key, value, key, value, ...]``. ``tail`` is None when the
+    /// ``(next, decisions, encoded, tail)``: the records ``start..next`` were decided, folded
+    /// and (with a projector) staged — their rows put into its write batch — their decisions
+    /// and bytes in ``decisions`` and ``encoded``. ``tail`` is None when the
     /// batch is done, else what remains of record ``next``: ``("decide", why)`` (all of it),
     /// ``("encode", why, d)``, ``("fold", why, d, data)``, ``("rows", why, d, data, changes)``,
     /// or ``("size", "size", d, data)``: the decision's bytes are longer than ``limit``, and
@@ -154,7 +148,6 @@ impl Batch {
         };
         let decisions = PyList::empty(py);
         let encoded = PyList::empty(py);
-        let mut rows: Vec<Vec<u8>> = Vec::new();
         let mut tail: PyObject = py.None();
         let mut i = start;
         let mut v = version;
@@ -206,7 +199,7 @@ impl Batch {
                 }
             };
             if let Some(stage) = &stage {
-                if let Err(Decline(why)) = stage.rows(&d, &ch, v, &mut rows) {
+                if let Err(Decline(why)) = stage.rows(&d, &ch, v) {
                     tail = ("rows", why, d, data, ch)
                         .into_pyobject(py)?
                         .into_any()
@@ -219,17 +212,12 @@ impl Batch {
             i += 1;
             v += 1;
         }
-        let flat = PyList::empty(py);
-        for r in rows {
-            flat.append(PyBytes::new(py, &r))?;
-        }
         PyTuple::new(
             py,
             [
                 i.into_pyobject(py)?.into_any(),
                 decisions.into_any(),
                 encoded.into_any(),
-                flat.into_any(),
                 tail.into_bound(py),
             ],
         )

@@ -10,7 +10,7 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple};
 
 use crate::decide::Decline;
 
@@ -229,6 +229,7 @@ pub struct Stage<'py> {
     pub sides: Bound<'py, PyDict>,
     pub records: Bound<'py, PyDict>, // Projector._claim_records
     pub staged: Bound<'py, PyDict>,  // Projector._staged_claims
+    pub put: Bound<'py, PyAny>,      // Projector._wb.put: rows go straight into its batch
     pub index_inputs: bool,
 }
 
@@ -250,6 +251,9 @@ impl<'py> Stage<'py> {
             sides: dict(state.getattr(intern!(py, "_sides"))?)?,
             records: dict(projector.getattr(intern!(py, "_claim_records"))?)?,
             staged: dict(projector.getattr(intern!(py, "_staged_claims"))?)?,
+            put: projector
+                .getattr(intern!(py, "_wb"))?
+                .getattr(intern!(py, "put"))?,
             index_inputs: projector
                 .getattr(intern!(py, "index_inputs"))?
                 .is_truthy()?,
@@ -354,15 +358,9 @@ impl<'py> Stage<'py> {
         }
     }
 
-    /// The rows of one decision into ``rows`` (key, value, key, value, ...), with the
-    /// projector's caches updated as ``stage`` updates them; or a decline with nothing done.
-    pub fn rows(
-        &self,
-        d: &Bound<'py, PyDict>,
-        ch: &Bound<'py, PyAny>,
-        version: u64,
-        rows: &mut Vec<Vec<u8>>,
-    ) -> D<()> {
+    /// The rows of one decision put into the projector's write batch, with its caches updated
+    /// as ``stage`` updates them; or a decline with nothing done.
+    pub fn rows(&self, d: &Bound<'py, PyDict>, ch: &Bound<'py, PyAny>, version: u64) -> D<()> {
         let py = self.py;
         let get = |k: &Bound<'py, PyString>| -> D<Bound<'py, PyAny>> {
             d.get_item(k)?.ok_or(Decline("error"))
@@ -526,9 +524,13 @@ impl<'py> Stage<'py> {
             };
             list.downcast::<PyList>()
                 .map_err(|_| Decline("error"))?
-                .append((pyo3::types::PyBytes::new(py, &key), record, status, version))?;
+                .append((PyBytes::new(py, &key), record, status, version))?;
         }
-        rows.extend(out);
+        let mut it = out.into_iter();
+        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+            self.put
+                .call1((PyBytes::new(py, &k), PyBytes::new(py, &v)))?;
+        }
         Ok(())
     }
 }
