@@ -26,6 +26,7 @@ from claimgraph.sdk.http import (
     batch_receipts,
     command_body,
     neighbor_views,
+    only_clients,
     paths_params,
     paths_result,
     raise_for,
@@ -124,7 +125,11 @@ class AsyncHttpGraph(AsyncGraph):
         """Send commands in batches (``POST /v1/commands``), as the sync client does."""
         out: list[Receipt] = []
         for i in range(0, len(commands), batch):
-            types, body = batch_body(commands[i : i + batch])
+            chunk = commands[i : i + batch]
+            types, body = batch_body(chunk)
+            if not only_clients(types):  # a system-only type: refused and recorded by its route
+                out += [await self._post_command(cast(Command, c)) for c in chunk]
+                continue
             resp = await self._request("POST", "/v1/commands", json=body)
             if resp.status_code != 200:
                 raise_for(resp)

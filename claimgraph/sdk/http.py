@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import httpx
 
+from claimgraph.core.commands import CLIENT_COMMANDS
 from claimgraph.core.model import Command, Decision
 from claimgraph.errors import (
     AuthError,
@@ -230,6 +231,15 @@ def command_body(command: Command) -> tuple[str, dict[str, Any]]:
 BATCH = 1000  # commands per POST /v1/commands (the server's default --max-batch)
 
 
+_CLIENT_TYPES = frozenset(s.type for s in CLIENT_COMMANDS)
+
+
+def only_clients(types: list[str]) -> bool:
+    """Whether every type may go in a batch; a system-only type (``tick``…) goes to its own
+    route instead, which records the refusal and answers 403, as a single command would."""
+    return all(t in _CLIENT_TYPES for t in types)
+
+
 def batch_body(commands: Sequence[Command | bytes]) -> tuple[list[str], dict[str, Any]]:
     """Command types and the body of ``POST /v1/commands`` for built commands."""
     types, items = [], []
@@ -393,7 +403,11 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
         """
         out: list[Receipt] = []
         for i in range(0, len(commands), batch):
-            types, body = batch_body(commands[i : i + batch])
+            chunk = commands[i : i + batch]
+            types, body = batch_body(chunk)
+            if not only_clients(types):
+                out += [self._one(cast(Command, c)) for c in chunk]
+                continue
             resp = self._request("POST", "/v1/commands", json=body)
             if resp.status_code != 200:
                 self._raise(resp)
