@@ -198,7 +198,7 @@ impl Hot {
 }
 
 impl Hot {
-    pub(crate) fn run<'py>(
+    fn run<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,

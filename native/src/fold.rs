@@ -319,7 +319,7 @@ impl Fold {
         Ok(ch)
     }
 
-    pub(crate) fn run<'py>(
+    fn run<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
