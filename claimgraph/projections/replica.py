@@ -16,6 +16,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import catch_up, horizon_of
 
-__all__ = ["SecondaryProjection"]
+__all__ = ["SecondaryProjection", "wait_caught_up"]
 
 
 class SecondaryProjection:
@@ -71,16 +72,7 @@ class SecondaryProjection:
         return horizon_of(self.db)
 
     def wait_for(self, version: int, timeout: float = 0.0) -> int:
-        if version <= self._seen:
-            return self._seen
-        deadline = time.monotonic() + timeout
-        while True:
-            h = self.catch_up()
-            if version <= h:
-                return h
-            if time.monotonic() >= deadline:
-                raise VersionNotYetAvailable(version, h, timeout)
-            time.sleep(0.01)
+        return wait_caught_up(self.catch_up, self._seen, version, timeout)
 
     def status(self) -> dict[str, Any]:
         return {
@@ -99,3 +91,19 @@ class SecondaryProjection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def wait_caught_up(catch_up: Callable[[], int], seen: int, version: int, timeout: float) -> int:
+    """Head once a secondary that ``catch_up`` refreshes has applied ``version``: polled, as a
+    secondary has no notification of the primary's writes; VersionNotYetAvailable past
+    ``timeout``."""
+    if version <= seen:
+        return seen
+    deadline = time.monotonic() + timeout
+    while True:
+        h = catch_up()
+        if version <= h:
+            return h
+        if time.monotonic() >= deadline:
+            raise VersionNotYetAvailable(version, h, timeout)
+        time.sleep(0.01)

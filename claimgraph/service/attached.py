@@ -34,13 +34,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from claimgraph.core.model import Command, Decision, Progress
 from claimgraph.core.wire import encode_command
-from claimgraph.errors import ConfigError, StorageError, VersionNotYetAvailable
+from claimgraph.errors import ConfigError, StorageError
 from claimgraph.logs.embedded import EmbeddedLogStore
 from claimgraph.logs.rocks import is_locked, named
 from claimgraph.projections.checkpoints import CheckpointInfo
 from claimgraph.projections.pins import Pin
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.reader import ProjectionReader
+from claimgraph.projections.replica import wait_caught_up
 from claimgraph.projections.retention import GcReport, PinRegistry, horizon_changed, horizon_of
 from claimgraph.service.api import Receipt, TickerWrites
 from claimgraph.service.graph import Graph, open_graph, read_config
@@ -160,16 +161,7 @@ class AttachedGraph(TickerWrites, GraphReads, RunsMixin):
         return self.catch_up()
 
     def wait_for(self, version: int, timeout: float = 0.0) -> int:
-        if version <= self._seen:
-            return self._seen
-        deadline = time.monotonic() + timeout
-        while True:
-            h = self.catch_up()
-            if version <= h:
-                return h
-            if time.monotonic() >= deadline:
-                raise VersionNotYetAvailable(version, h, timeout)
-            time.sleep(0.01)
+        return wait_caught_up(self.catch_up, self._seen, version, timeout)
 
     def horizon(self) -> int:
         """The oldest readable version (reads below it raise VersionPruned)."""
