@@ -57,9 +57,10 @@ def stage_erase(projector: Projector, claim_id: str, version: int) -> None:
         if row.get("erased") is None:
             wb.put(key, dumps(scrub_row(row, version)))
     record = projector._claim_records.get(claim_id)
-    if record is not None:  # later rows of the claim are built from the scrubbed record
+    if record is not None:  # later rows of the claim are built from the scrubbed record,
+        # "erased" included: exactly what _load_claim reads back from the scrubbed rows, so a
+        # row's bytes never depend on whether the record was cached (batch cuts, restarts)
         projector._claim_records[claim_id] = scrub_row(record, version)
-        projector._claim_records[claim_id].pop("erased")
     projector.erased.append((claim_id, version))
 
 
