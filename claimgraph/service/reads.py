@@ -25,7 +25,9 @@ from claimgraph.service.queries import (
     keep_neighbor,
 )
 
-__all__ = ["Browsable", "GraphReads"]
+__all__ = ["Browsable", "EdgeRef", "GraphReads"]
+
+EdgeRef = tuple[str, NodeLike, NodeLike]  # (edge_type, subject, object) of a batch read
 
 _BLOCKED_LOCK = threading.Lock()
 
@@ -162,6 +164,19 @@ class GraphReads:
         if e.state == "unknown":
             self._note_blocked(e.conflict_id, f"edge {edge_type} {s} {o}")
         return e
+
+    def read_edges(
+        self,
+        edges: Sequence[EdgeRef],
+        *,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> list[EdgeView]:
+        """Several edges as of one version (``at``, head by default), in order: each answer
+        equals :meth:`edge`'s at that version. Over HTTP this is one request
+        (``POST /v1/read/edges``), bounded by the server's ``--max-batch``."""
+        v_at = self._at(at, timeout)
+        return [self.edge(t, s, o, at=v_at) for t, s, o in edges]
 
     def slot(
         self,
