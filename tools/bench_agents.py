@@ -41,6 +41,7 @@ import httpx
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from sections import write_section
 
 import claimgraph
 
@@ -337,9 +338,7 @@ def main() -> None:
     report = _report(a, services, head, res, sizes)
     print(report)
     if a.out:
-        old = a.out.read_text() if a.out.exists() else ""
-        kept = old.split(MARKER)[0].rstrip() + "\n\n" if old else ""
-        a.out.write_text(kept + MARKER + "\n" + report)
+        write_section(a.out, MARKER, report)
         say(f"wrote {a.out}")
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sections import write_section
 
 import claimgraph
 
@@ -270,9 +271,7 @@ def main() -> None:
     report = "\n".join(lines)
     print(report)
     if args.out:
-        old = args.out.read_text() if args.out.exists() else ""
-        kept = old.split(MARKER)[0].rstrip() + "\n\n" if old else ""
-        args.out.write_text(kept + MARKER + "\n" + report)
+        write_section(args.out, MARKER, report)
         say(f"wrote {args.out}")
 
 

@@ -46,6 +46,11 @@ from claimgraph.streams.kafka_projector import KafkaProjector  # noqa: E402
 from tests.conftest import SCHEMA  # noqa: E402
 from tests.workload import record  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tools"))
+from sections import write_section  # noqa: E402
+
+MARKER = "<!-- kafka-benchmarks -->"
+
 
 def _broker_module() -> Any:
     spec = importlib.util.spec_from_file_location(
@@ -332,10 +337,7 @@ def main() -> None:
         "",
     ]
     out = Path(args.out)
-    old = out.read_text() if out.exists() else ""
-    marker = "<!-- kafka-benchmarks -->"
-    kept = old.split(marker)[0].rstrip() + "\n\n" if old else ""
-    out.write_text(kept + marker + "\n" + "\n".join(lines).replace("# claimgraph", "## claimgraph"))
+    write_section(out, MARKER, "\n".join(lines).replace("# claimgraph", "## claimgraph"))
     _say("\n".join(lines))
 
 
