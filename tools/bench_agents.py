@@ -290,6 +290,8 @@ def main() -> None:
 
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    server_log = a.dir / "serve.log"
+    log_file = server_log.open("w")  # a line per request: a file, never an unread pipe
     server = subprocess.Popen(
         [
             sys.executable,
@@ -303,7 +305,7 @@ def main() -> None:
             "--tick",
             "0",
         ],
-        stdout=subprocess.PIPE,
+        stdout=log_file,
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
@@ -318,7 +320,7 @@ def main() -> None:
             except httpx.HTTPError:
                 pass
             if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"serve did not start: {server.stdout and server.stdout.read()}")
+                raise SystemExit(f"serve did not start: {server_log.read_text()[-2000:]}")
             time.sleep(0.1)
         doc = json.loads((data / "tokens.json").read_text())  # plain JSON
         token = next(e["token"] for e in doc["tokens"] if e["agent"] == "admin")
@@ -333,7 +335,8 @@ def main() -> None:
             say(f"c={conc}: async {res[f'async_{conc}']}  sync {res[f'sync_{conc}']}")
     finally:
         server.send_signal(signal.SIGINT)
-        server.communicate(timeout=30)
+        server.wait(timeout=30)
+        log_file.close()
     shutil.rmtree(a.dir, ignore_errors=True)
     report = _report(a, services, head, res, sizes)
     print(report)

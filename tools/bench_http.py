@@ -209,11 +209,15 @@ def main() -> None:
 
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    server = subprocess.Popen(
-        [sys.executable, "-m", "claimgraph", "--data", str(data), "serve", "--port", str(port),
-         "--tick", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-    )  # fmt: skip
+    # serve logs a line per request: to a file, never a pipe nobody reads (a full pipe blocks
+    # the server, and the client times out)
+    server_log = args.dir / "serve.log"
+    with server_log.open("w") as log_file:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "claimgraph", "--data", str(data), "serve", "--port",
+             str(port), "--tick", "0"],
+            stdout=log_file, stderr=subprocess.STDOUT, text=True, env=env,
+        )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -224,7 +228,7 @@ def main() -> None:
             except httpx.HTTPError:
                 pass
             if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"serve did not start: {server.stdout and server.stdout.read()}")
+                raise SystemExit(f"serve did not start: {server_log.read_text()[-2000:]}")
             time.sleep(0.1)
         doc = json.loads((data / "tokens.json").read_text())  # plain JSON
         token = next(e["token"] for e in doc["tokens"] if e["agent"] == "admin")
@@ -236,7 +240,7 @@ def main() -> None:
         say(f"raw httpx, {args.threads} threads: {results['raw_edge']}")
     finally:
         server.send_signal(signal.SIGINT)
-        server.communicate(timeout=30)
+        server.wait(timeout=30)
     shutil.rmtree(args.dir, ignore_errors=True)
 
     lines = [
