@@ -253,7 +253,7 @@ def test_sdk_read_edges_over_a_real_server_equals_single_reads(tmp_path: Path) -
     version what edge() answers edge by edge (and what the embedded graph answers); a run's
     read_edges is served at its pinned version and traced as edge reads that replay; more
     edges than --max-batch is a LimitError naming the limit; a future version times out."""
-    from claimgraph.errors import LimitError
+    from claimgraph.errors import InputError, LimitError
     from claimgraph.sdk.aio_http import aconnect
 
     with served(tmp_path / "g") as (url, g, _sessions):
@@ -270,6 +270,11 @@ def test_sdk_read_edges_over_a_real_server_equals_single_reads(tmp_path: Path) -
                 c.read_edges([edges[0]] * 1001)
             with pytest.raises(claimgraph.VersionNotYetAvailable):
                 c.read_edges(edges, at=head + 5, timeout=0.1)
+            for reader in (c, g):  # malformed input: a named error before any read
+                with pytest.raises(InputError, match="edge 1 of read_edges is"):
+                    reader.read_edges([edges[0], ("owns", "service:a")])
+                with pytest.raises(InputError, match="is not a node"):
+                    reader.read_edges([("owns", "checkout", "database:d")])
             g.assert_("owns", "service:a", "database:d", agent="inventory")  # after the pin
             with c.run(agent="tracer", task="t", snapshot=claimgraph.Snapshot(v0, "s")) as run:
                 pinned = run.read_edges([*edges, ("owns", "service:a", "database:d")])

@@ -17,7 +17,7 @@ from claimgraph.errors import InputError, UnknownSlotError
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.service.api import NodeLike, Receipt, node
 from claimgraph.service.queries import PathsResult, ReachResult
-from claimgraph.service.reads import EdgeRef
+from claimgraph.service.reads import EdgeRef, edge_refs
 from claimgraph.service.runs import Snapshot
 from claimgraph.service.traces import READS_REVISION, digest, jsonable
 
@@ -164,7 +164,7 @@ class AsyncRun:
     async def read_edges(self, edges: Sequence[EdgeRef]) -> list[EdgeView]:
         """Several edges as of the pinned version in one read (over HTTP, one request); each
         answer is recorded as its own ``edge`` read, as a sync run records it."""
-        wanted = [(t, node(s), node(o)) for t, s, o in edges]
+        wanted = edge_refs(edges)
         try:
             out = await self.graph.read_edges(wanted, at=self.version)
         except UnknownSlotError as exc:

@@ -40,7 +40,7 @@ from claimgraph.errors import (
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.service.api import GraphWrites, NodeLike, Receipt, node
 from claimgraph.service.queries import Hop, PathsResult, PathView, Reached, ReachResult
-from claimgraph.service.reads import EdgeRef, GraphReads
+from claimgraph.service.reads import EdgeRef, GraphReads, edge_refs
 from claimgraph.service.runs import RunsMixin
 from claimgraph.service.traces import ReplayReport, RunSummary
 
@@ -112,7 +112,10 @@ def slot_view(r: dict[str, Any]) -> SlotView:
 def read_edges_body(edges: Sequence[EdgeRef], at: int | None, timeout: float) -> dict[str, Any]:
     """The body of ``POST /v1/read/edges``: the edges in order, at one version (head if
     ``at`` is None). The server refuses more than its ``--max-batch`` (default 1000)."""
-    items = [{"edge_type": t, "subject": _node_str(s), "object": _node_str(o)} for t, s, o in edges]
+    items = [
+        {"edge_type": t, "subject": f"{s[0]}:{s[1]}", "object": f"{o[0]}:{o[1]}"}
+        for t, s, o in edge_refs(edges)
+    ]
     body: dict[str, Any] = {"edges": items, "timeout": timeout}
     if at is not None:
         body["at"] = at

@@ -276,10 +276,10 @@ class Run:
     def read_edges(self, edges: Sequence[EdgeRef]) -> list[EdgeView]:
         """Several edges as of the pinned version, in one read of the graph (over HTTP, one
         request); each answer is recorded as its own ``edge`` read, so replay checks each."""
-        from claimgraph.service.api import node
+        from claimgraph.service.reads import edge_refs
 
         g: Any = self.graph
-        wanted = [(t, node(s), node(o)) for t, s, o in edges]
+        wanted = edge_refs(edges)
         before = getattr(g, "blocked_run", None)
         g.blocked_run = self.run_id
         try:
