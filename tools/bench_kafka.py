@@ -382,6 +382,7 @@ def main() -> None:
         "",
         "Command: `python tools/bench_kafka.py"
         + (" --quick" if args.quick else f" --commands {n} --rounds {args.rounds}")
+        + (f" --latency-seconds {seconds:g}" if not args.quick else "")
         + "`",
         "",
     ]
