@@ -13,6 +13,9 @@
    process (the load generator); then raw ``httpx`` GETs from several threads for req/s;
 4. report, and the ratio of HTTP cost to in-process cost per read (mean latency).
 
+Each measurement runs ``--rounds`` times (at least 3): calls/s are given as min / median /
+max, latencies and the cost ratio are those of the median rounds.
+
 The report replaces the section after ``<!-- http-benchmarks -->`` in --out.
 """
 
@@ -132,6 +135,17 @@ def timed(g: Any, fn: Read, n: int, seed: int) -> dict[str, float]:
     }
 
 
+def _median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The round whose rate is the median (an odd count has one; else the lower middle)."""
+    return sorted(rounds, key=lambda r: float(r["per_s"]))[(len(rounds) - 1) // 2]
+
+
+def _mmm(rounds: list[dict[str, Any]]) -> str:
+    """Calls/s of the rounds as min / median / max."""
+    rates = [float(r["per_s"]) for r in rounds]
+    return f"{min(rates):,.0f} / {statistics.median(rates):,.0f} / {max(rates):,.0f}"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -187,7 +201,10 @@ def main() -> None:
     ap.add_argument("--reads", type=int, default=None)
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--dir", type=Path, default=ROOT / "bench-data" / "http")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds (>= 3): min / median / max")
     args = ap.parse_args()
+    if args.rounds < 3:
+        ap.error("--rounds must be at least 3 (min / median / max)")
     commands = args.commands or (5_000 if args.quick else 50_000)
     n = args.reads or (2_000 if args.quick else 10_000)
     services = max(50, commands // 10)
@@ -199,13 +216,13 @@ def main() -> None:
     edges = build(data, commands, services, seed=7)
     say(f"built in {time.perf_counter() - t0:.1f}s")
 
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, list[dict[str, Any]]] = {}
     with claimgraph.open(data) as g:
         head = g.head()
         ops = reads(edges, head, services)
         for name, fn in ops.items():
-            results[f"inproc_{name}"] = timed(g, fn, n, seed=11)
-            say(f"in-process {name}: {results[f'inproc_{name}']}")
+            results[f"inproc_{name}"] = [timed(g, fn, n, seed=11) for _ in range(args.rounds)]
+            say(f"in-process {name}: {_mmm(results[f'inproc_{name}'])}/s")
 
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -234,10 +251,12 @@ def main() -> None:
         token = next(e["token"] for e in doc["tokens"] if e["agent"] == "admin")
         with claimgraph.connect(url, token=token) as c:
             for name, fn in ops.items():
-                results[f"http_{name}"] = timed(c, fn, n, seed=11)
-                say(f"HTTP {name}: {results[f'http_{name}']}")
-        results["raw_edge"] = raw_load(url, token, edges, head, args.threads, n)
-        say(f"raw httpx, {args.threads} threads: {results['raw_edge']}")
+                results[f"http_{name}"] = [timed(c, fn, n, seed=11) for _ in range(args.rounds)]
+                say(f"HTTP {name}: {_mmm(results[f'http_{name}'])}/s")
+        results["raw_edge"] = [
+            raw_load(url, token, edges, head, args.threads, n) for _ in range(args.rounds)
+        ]
+        say(f"raw httpx, {args.threads} threads: {_mmm(results['raw_edge'])}/s")
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=30)
@@ -247,29 +266,32 @@ def main() -> None:
         "## claimgraph benchmarks: HTTP API",
         "",
         f"`make bench` runs `tools/bench_http.py` (this run: {commands:,} claims, head "
-        f"v{head:,}, {n:,} reads per measurement, random versions in [0, head]). "
+        f"v{head:,}, {n:,} reads per measurement, random versions in [0, head], "
+        f"{args.rounds} rounds of each: calls/s as min / median / max, latencies and the "
+        "cost ratio from the median rounds). "
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}; server `claimgraph serve` (uvicorn, one process), load "
         "generator in a second process (this script) on loopback. Shared machine: treat "
         "absolute numbers as indicative, ratios as the finding.",
         "",
         "| read | in process: calls/s | p50 µs | p99 µs | HTTP SDK: calls/s | p50 µs | p99 µs "
-        "| HTTP / in-process cost |",
+        "| HTTP / in-process cost |",  # calls/s: min / median / max
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name in ("edge", "neighbors"):
-        a, b = results[f"inproc_{name}"], results[f"http_{name}"]
+        ra, rb = results[f"inproc_{name}"], results[f"http_{name}"]
+        a, b = _median_round(ra), _median_round(rb)
         lines.append(
-            f"| {name} | {a['per_s']:,.0f} | {a['p50_us']:,.0f} | {a['p99_us']:,.0f} "
-            f"| {b['per_s']:,.0f} | {b['p50_us']:,.0f} | {b['p99_us']:,.0f} "
+            f"| {name} | {_mmm(ra)} | {a['p50_us']:,.0f} | {a['p99_us']:,.0f} "
+            f"| {_mmm(rb)} | {b['p50_us']:,.0f} | {b['p99_us']:,.0f} "
             f"| {b['mean_us'] / a['mean_us']:,.1f}× |"
         )
-    r = results["raw_edge"]
+    r = _median_round(results["raw_edge"])
     lines += [
         "",
         f"Raw `httpx` GET /v1/edge from {r['threads']} threads (keep-alive, one connection "
-        f"each): {r['per_s']:,.0f} requests/s, p50 {r['p50_us']:,.0f} µs, p99 "
-        f"{r['p99_us']:,.0f} µs.",
+        f"each): {_mmm(results['raw_edge'])} requests/s (min / median / max); the median "
+        f"round's p50 {r['p50_us']:,.0f} µs, p99 {r['p99_us']:,.0f} µs.",
         "",
     ]
     report = "\n".join(lines)
