@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from rounds import MIN_ROUNDS, rate, repeat
 from sections import write_section
 
 import claimgraph
@@ -135,17 +136,6 @@ def timed(g: Any, fn: Read, n: int, seed: int) -> dict[str, float]:
     }
 
 
-def _median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """The round whose rate is the median (an odd count has one; else the lower middle)."""
-    return sorted(rounds, key=lambda r: float(r["per_s"]))[(len(rounds) - 1) // 2]
-
-
-def _mmm(rounds: list[dict[str, Any]]) -> str:
-    """Calls/s of the rounds as min / median / max."""
-    rates = [float(r["per_s"]) for r in rounds]
-    return f"{min(rates):,.0f} / {statistics.median(rates):,.0f} / {max(rates):,.0f}"
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -203,8 +193,8 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=ROOT / "bench-data" / "http")
     ap.add_argument("--rounds", type=int, default=3, help="rounds (>= 3): min / median / max")
     args = ap.parse_args()
-    if args.rounds < 3:
-        ap.error("--rounds must be at least 3 (min / median / max)")
+    if args.rounds < MIN_ROUNDS:
+        ap.error(f"--rounds must be at least {MIN_ROUNDS} (min / median / max)")
     commands = args.commands or (5_000 if args.quick else 50_000)
     n = args.reads or (2_000 if args.quick else 10_000)
     services = max(50, commands // 10)
@@ -216,13 +206,13 @@ def main() -> None:
     edges = build(data, commands, services, seed=7)
     say(f"built in {time.perf_counter() - t0:.1f}s")
 
-    results: dict[str, list[dict[str, Any]]] = {}
+    results: dict[str, dict[str, Any]] = {}
     with claimgraph.open(data) as g:
         head = g.head()
         ops = reads(edges, head, services)
         for name, fn in ops.items():
-            results[f"inproc_{name}"] = [timed(g, fn, n, seed=11) for _ in range(args.rounds)]
-            say(f"in-process {name}: {_mmm(results[f'inproc_{name}'])}/s")
+            results[f"inproc_{name}"] = repeat(args.rounds, lambda f=fn: timed(g, f, n, seed=11))
+            say(f"in-process {name}: {rate(results[f'inproc_{name}'])}/s")
 
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -251,12 +241,12 @@ def main() -> None:
         token = next(e["token"] for e in doc["tokens"] if e["agent"] == "admin")
         with claimgraph.connect(url, token=token) as c:
             for name, fn in ops.items():
-                results[f"http_{name}"] = [timed(c, fn, n, seed=11) for _ in range(args.rounds)]
-                say(f"HTTP {name}: {_mmm(results[f'http_{name}'])}/s")
-        results["raw_edge"] = [
-            raw_load(url, token, edges, head, args.threads, n) for _ in range(args.rounds)
-        ]
-        say(f"raw httpx, {args.threads} threads: {_mmm(results['raw_edge'])}/s")
+                results[f"http_{name}"] = repeat(args.rounds, lambda f=fn: timed(c, f, n, seed=11))
+                say(f"HTTP {name}: {rate(results[f'http_{name}'])}/s")
+        results["raw_edge"] = repeat(
+            args.rounds, lambda: raw_load(url, token, edges, head, args.threads, n)
+        )
+        say(f"raw httpx, {args.threads} threads: {rate(results['raw_edge'])}/s")
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=30)
@@ -279,18 +269,17 @@ def main() -> None:
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name in ("edge", "neighbors"):
-        ra, rb = results[f"inproc_{name}"], results[f"http_{name}"]
-        a, b = _median_round(ra), _median_round(rb)
+        a, b = results[f"inproc_{name}"], results[f"http_{name}"]
         lines.append(
-            f"| {name} | {_mmm(ra)} | {a['p50_us']:,.0f} | {a['p99_us']:,.0f} "
-            f"| {_mmm(rb)} | {b['p50_us']:,.0f} | {b['p99_us']:,.0f} "
+            f"| {name} | {rate(a)} | {a['p50_us']:,.0f} | {a['p99_us']:,.0f} "
+            f"| {rate(b)} | {b['p50_us']:,.0f} | {b['p99_us']:,.0f} "
             f"| {b['mean_us'] / a['mean_us']:,.1f}× |"
         )
-    r = _median_round(results["raw_edge"])
+    r = results["raw_edge"]
     lines += [
         "",
         f"Raw `httpx` GET /v1/edge from {r['threads']} threads (keep-alive, one connection "
-        f"each): {_mmm(results['raw_edge'])} requests/s (min / median / max); the median "
+        f"each): {rate(r)} requests/s (min / median / max); the median "
         f"round's p50 {r['p50_us']:,.0f} µs, p99 {r['p99_us']:,.0f} µs.",
         "",
     ]
