@@ -52,6 +52,7 @@ from tests.conftest import SCHEMA  # noqa: E402
 from tests.workload import record  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tools"))
+from rounds import MIN_ROUNDS, spread  # noqa: E402
 from sections import write_section  # noqa: E402
 
 MARKER = "<!-- kafka-benchmarks -->"
@@ -274,11 +275,6 @@ def _verdict(ok: bool | None) -> str:
     return "—" if ok is None else "PASS" if ok else "**FAIL**"
 
 
-def _mmm(xs: list[float]) -> str:
-    """min / median / max, as the report gives every figure."""
-    return f"{min(xs):,.0f} / {statistics.median(xs):,.0f} / {max(xs):,.0f}"
-
-
 def _pct(xs: list[float], q: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(q * len(s)))]
@@ -298,8 +294,8 @@ def main() -> None:
     ap.add_argument("--batch-ms", type=int, default=100)
     ap.add_argument("--latency-seconds", type=float, default=20.0)
     args = ap.parse_args()
-    if args.rounds < 3:
-        ap.error("--rounds must be at least 3 (min / median / max)")
+    if args.rounds < MIN_ROUNDS:
+        ap.error(f"--rounds must be at least {MIN_ROUNDS} (min / median / max)")
     n = 10_000 if args.quick else args.commands
     seconds = 5.0 if args.quick else args.latency_seconds
     kb = _broker_module()
@@ -336,13 +332,13 @@ def main() -> None:
     rows = [
         (
             "governor, exactly-once, 1 partition (commands/s)",
-            _mmm(govs),
+            spread(govs),
             ">= 25,000 (median)",
             gov >= 25_000,
         ),
         (
             "no-logic transactional copy loop, same commands and batching (commands/s)",
-            _mmm(copies),
+            spread(copies),
             "baseline",
             None,
         ),
@@ -353,7 +349,7 @@ def main() -> None:
             ">= 50%",
             ratio >= 0.5,
         ),
-        ("projector on Kafka (decisions/s)", _mmm(projs), ">= 50,000 (median)", proj >= 50_000),
+        ("projector on Kafka (decisions/s)", spread(projs), ">= 50,000 (median)", proj >= 50_000),
         ("produce → readable in projection, p50 at 1,000/s (ms)", f"{p50:.1f}", "report", True),
         ("produce → readable in projection, p99 at 1,000/s (ms)", f"{p99:.1f}", "report", True),
     ]

@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MIN_ROUNDS", "median_round", "rate", "repeat"]
+__all__ = ["MIN_ROUNDS", "median_round", "rate", "repeat", "spread"]
 
 MIN_ROUNDS = 3
 
@@ -29,7 +29,12 @@ def repeat(k: int, measure: Callable[[], dict[str, Any]], key: str = "per_s") ->
     return {**median_round(runs, key), "rates": [float(r[key]) for r in runs]}
 
 
+def spread(values: list[float], digits: int = 0) -> str:
+    """Values as min / median / max."""
+    picks = (min(values), statistics.median(values), max(values))
+    return " / ".join(f"{v:,.{digits}f}" for v in picks)
+
+
 def rate(x: dict[str, Any], digits: int = 0) -> str:
     """A repeated measurement's rates as min / median / max."""
-    rs = x["rates"]
-    return " / ".join(f"{v:,.{digits}f}" for v in (min(rs), statistics.median(rs), max(rs)))
+    return spread(x["rates"], digits)
