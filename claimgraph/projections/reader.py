@@ -22,7 +22,7 @@ from rocksdict import Rdict
 from claimgraph.core.model import OnUnknown
 from claimgraph.core.schema import GraphSchema, parse_schema
 from claimgraph.core.state import SEP, edge_key, slot_keys
-from claimgraph.errors import UnknownSlotError, VersionPruned
+from claimgraph.errors import CorruptionError, UnknownSlotError, VersionPruned
 from claimgraph.logs.rocks import valid
 from claimgraph.projections.damage import projection_place
 from claimgraph.projections.iterators import track
@@ -34,8 +34,12 @@ from claimgraph.projections.rows import (
     CONFLICT,
     EDGE,
     HISTORY,
+    RECORD,
     SCHEMA,
     SLOT,
+    decode_history,
+    decode_record,
+    decode_status,
     inv,
     loads,
     version_of,
@@ -181,6 +185,11 @@ class ProjectionReader:
             raise VersionPruned(at, horizon)
 
     def _at(self, family: bytes, entity: str, at: int) -> bytes | None:
+        row = self._row_at(family, entity, at)
+        return row[1] if row is not None else None
+
+    def _row_at(self, family: bytes, entity: str, at: int) -> tuple[int, bytes] | None:
+        """(the version it was written at, the row) of ``entity`` as of ``at``."""
         if at < 0:
             return None
         prefix = family + entity.encode("utf-8") + b"\x00"
@@ -190,7 +199,7 @@ class ProjectionReader:
             k = it.key()
             if len(k) == len(prefix) + 8 and k.startswith(prefix):
                 v: bytes = it.value()
-                return v
+                return _MAX - int(_INV.unpack_from(k, len(prefix))[0]), v
         return None
 
     def _scan_at(
@@ -426,16 +435,36 @@ class ProjectionReader:
             v = int.from_bytes(k[-8:], "big")
             if v > at:
                 break
-            entry = loads(it.value())
+            entry = decode_history(it.value())
             entry["version"] = v
             out.append(entry)
             it.next()
         return out
 
     def claim(self, claim_id: str, at: int) -> dict[str, Any] | None:
+        """The claim as of ``at``: its record, ``status`` and ``since`` (and ``erased``)."""
         self._check(at)
-        raw = self._at(CLAIM, claim_id, at)
-        return loads(raw) if raw is not None else None
+        row = self._row_at(CLAIM, claim_id, at)
+        if row is None:
+            return None
+        return self._claim(claim_id, row[0], row[1], at)
+
+    def _claim(self, claim_id: str, since: int, raw: bytes, at: int) -> dict[str, Any]:
+        record = self._at(RECORD, claim_id, at)
+        if record is None:
+            raise CorruptionError(
+                f"claim {claim_id!r} has a status row at v{since} but no record: "
+                "the projection is damaged (rebuild it from the log)",
+                self._place.path,
+                since,
+            )
+        out = decode_record(claim_id, record)
+        erased = out.pop("erased", None)
+        out["status"] = decode_status(raw)
+        out["since"] = since
+        if erased is not None:
+            out["erased"] = erased
+        return out
 
     def conflict(self, conflict_id: str, at: int) -> dict[str, Any] | None:
         self._check(at)
@@ -472,8 +501,22 @@ class ProjectionReader:
         return out
 
     def rows_at(self, at: int) -> Iterator[tuple[bytes, bytes]]:
-        """Every entity's row as of ``at`` (for digests), in key order."""
+        """Every entity's row as of ``at`` (for digests), in key order.
+
+        A claim's row (``K``) is its status followed by ``u64_be(since)``, the version it was
+        written at (layout 2 keeps ``since`` in the key only); its record is the ``R`` row."""
         self._check(at)
-        for family in (ADJ, CALIBRATION, CONFLICT, EDGE, CLAIM, SLOT, SCHEMA):
+        for family in (ADJ, CALIBRATION, CONFLICT, EDGE, CLAIM, RECORD, SLOT, SCHEMA):
+            if family == CLAIM:
+                for ent, raw, since in self._scan_versions(family, at):
+                    yield family + ent.encode("utf-8"), raw + _INV.pack(since)
+                continue
             for ent, raw in self._scan_at(family, "", at):
                 yield family + ent.encode("utf-8"), raw
+
+    def _scan_versions(self, family: bytes, at: int) -> Iterator[tuple[str, bytes, int]]:
+        """(entity, row, the version it was written at) as of ``at``, in key order."""
+        for ent, raw in self._scan_at(family, "", at):
+            row = self._row_at(family, ent, at)
+            assert row is not None and row[1] == raw
+            yield ent, raw, row[0]
