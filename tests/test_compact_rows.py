@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_core import to_json
@@ -21,7 +22,9 @@ from rocksdict import Rdict, WriteBatch
 
 import claimgraph
 from claimgraph.core.erasure import scrub_row
+from claimgraph.errors import StorageError
 from claimgraph.projections.checkpoints import checkpoint_graph
+from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.rows import (
     CLAIM,
     EDGE,
@@ -215,6 +218,8 @@ def test_a_layout_1_store_is_reprojected_on_open_and_reads_the_same(
         checkpoint_graph(g)
         assert to_layout_1(g.projection.db) > 0
         assert g.projection.outdated and g.projection.layout() == 1
+        with pytest.raises(StorageError, match="row layout 1"):  # never misread
+            ProjectionReader(g.projection.db)
     capfd.readouterr()
     seen: list[tuple[int, int]] = []
     with claimgraph.open(path, progress=lambda done, total: seen.append((done, total))) as g:

@@ -16,6 +16,7 @@ from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from claimgraph.core.model import Decision
 from claimgraph.core.state import SEP, STATUS_NAMES, Changes, GraphState
+from claimgraph.errors import StorageError
 from claimgraph.logs.rocks import (
     PREFIX,
     Place,
@@ -48,7 +49,15 @@ from claimgraph.projections.rows import (
     history_key,
 )
 
-__all__ = ["ProjectionStore", "Projector", "adjacency_entity", "claim_row", "conflict_row"]
+__all__ = [
+    "ProjectionStore",
+    "Projector",
+    "adjacency_entity",
+    "check_layout",
+    "claim_row",
+    "conflict_row",
+    "layout_of",
+]
 
 _STATUS = {code: encode_status(name) for code, name in STATUS_NAMES.items()}  # K row values
 
@@ -91,6 +100,30 @@ def conflict_row(state: GraphState, conflict_id: str) -> dict[str, Any]:
     }
 
 
+def _marker(db: Rdict) -> int | None:
+    v = get(db, LAYOUT_KEY, projection_place(db), "reading the row layout")
+    return int(_U64.unpack(v)[0]) if v is not None else None
+
+
+def layout_of(db: Rdict) -> int:
+    """The row layout of a projection database (one without rows is of this code's layout)."""
+    marker = _marker(db)
+    if marker is not None:
+        return marker
+    return LAYOUT if ProjectionStore.applied_of(db) < 0 else 1
+
+
+def check_layout(db: Rdict) -> None:
+    """Raise :class:`StorageError` if ``db`` holds rows of another layout (reads misread them)."""
+    layout = layout_of(db)
+    if layout != LAYOUT:
+        raise StorageError(
+            f"the projection in {projection_place(db).path} has row layout {layout}; this "
+            f"claimgraph reads layout {LAYOUT}. Open the graph with its writer (this "
+            "claimgraph), which re-projects it from the log, or rebuild it"
+        )
+
+
 class ProjectionStore:
     """A projection database: versioned rows plus the applied offset."""
 
@@ -117,16 +150,12 @@ class ProjectionStore:
             self.write(wb)
 
     def _marker(self) -> int | None:
-        v = get(self.db, LAYOUT_KEY, projection_place(self.db), "reading the row layout")
-        return int(_U64.unpack(v)[0]) if v is not None else None
+        return _marker(self.db)
 
     def layout(self) -> int:
         """The row layout of the projection's rows (:data:`rows.LAYOUT` is this code's; a
         store written before the layout was recorded is layout 1)."""
-        marker = self._marker()
-        if marker is not None:
-            return marker
-        return LAYOUT if self.applied() < 0 else 1
+        return layout_of(self.db)
 
     @property
     def outdated(self) -> bool:

@@ -26,6 +26,7 @@ from claimgraph.errors import CorruptionError, UnknownSlotError, VersionPruned
 from claimgraph.logs.rocks import valid
 from claimgraph.projections.damage import projection_place
 from claimgraph.projections.iterators import track
+from claimgraph.projections.projector import check_layout
 from claimgraph.projections.retention import HORIZON_EPOCH, horizon_of
 from claimgraph.projections.rows import (
     ADJ,
@@ -134,6 +135,7 @@ class ProjectionReader:
     """Read-only queries over a projection database (a primary or a secondary instance)."""
 
     def __init__(self, db: Rdict, *, cache_iterators: bool = False) -> None:
+        check_layout(db)  # StorageError: rows of another layout would be misread
         self.db = db
         # (thread, use) -> (the database's sequence number, an iterator made at it); see
         # claimgraph.projections.iterators. None: a fresh iterator for every read.
