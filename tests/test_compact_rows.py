@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -238,3 +239,12 @@ def test_a_layout_1_store_is_reprojected_on_open_and_reads_the_same(
     with claimgraph.open(path) as g:  # the next open does not upgrade again
         assert "projection.upgrade" not in capfd.readouterr().err
         assert same(reads(g), before)
+
+
+def test_the_native_row_writer_has_the_same_static_strings() -> None:
+    """native/src/rows.rs writes the same tokens (its match is generated from STATIC)."""
+    src = (Path(__file__).parent.parent / "native" / "src" / "rows.rs").read_text("utf-8")
+    arms = {s: int(i) for s, i in re.findall(r'^\s*"([^"\\]*)" => (\d+),$', src, re.M)}
+    assert arms == {s: i for i, s in enumerate(STATIC) if s is not None}
+    assert re.search(r"const NSTATIC: usize = (\d+);", src)[1] == str(len(STATIC))  # type: ignore[index]
+    assert len(set(STATIC)) == len(STATIC)

@@ -260,6 +260,13 @@ class Projector:
         self._pending += 1
         wb.put(_APPLIED, _U64.pack(version + 1))
 
+    def staged_natively(self, count: int, last_version: int) -> None:
+        """``count`` decisions, the last at ``last_version``, had their rows put into this
+        batch by the native core (:mod:`claimgraph.native.batch`), as :meth:`stage` of each
+        would have: count them and stage the applied offset."""
+        self._pending += count
+        self._wb.put(_APPLIED, _U64.pack(last_version + 1))
+
     def flush(self) -> None:
         """Write the staged rows and the applied offset in one batch."""
         if self._pending or not self._wb.is_empty():
