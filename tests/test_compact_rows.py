@@ -25,6 +25,7 @@ import claimgraph
 from claimgraph.core.erasure import scrub_row
 from claimgraph.errors import StorageError
 from claimgraph.projections.checkpoints import checkpoint_graph
+from claimgraph.projections.erasure import scrub_dir
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.rows import (
     CLAIM,
@@ -248,3 +249,19 @@ def test_the_native_row_writer_has_the_same_static_strings() -> None:
     assert arms == {s: i for i, s in enumerate(STATIC) if s is not None}
     assert re.search(r"const NSTATIC: usize = (\d+);", src)[1] == str(len(STATIC))  # type: ignore[index]
     assert len(set(STATIC)) == len(STATIC)
+
+
+def test_an_erasure_removes_a_checkpoint_of_layout_1(tmp_path: Path) -> None:
+    """After ``rebuild`` of a layout-1 graph its checkpoints keep layout-1 rows, whose claim
+    rows hold payloads where a layout-2 scrub does not look: an erasure removes them."""
+    path = restore(tmp_path / "g", "kitchen")
+    with claimgraph.open(path) as g:
+        info = checkpoint_graph(g)
+        claim_id = next(ent for ent, _ in g.reader.scan(CLAIM, g.head()))
+    db = Rdict(str(info.path / "projection"))
+    try:
+        assert to_layout_1(db) > 0
+    finally:
+        db.close()
+    assert scrub_dir(path / "checkpoints", [(claim_id, info.version)]) == 0
+    assert not info.path.exists()

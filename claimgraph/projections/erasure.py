@@ -10,22 +10,26 @@ the claim, at every version, then shows the tombstone and ``erased``.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from claimgraph.core.erasure import scrub_row
-from claimgraph.logs.rocks import named, valid, write
+from claimgraph.logs.rocks import get, named, valid, write
 from claimgraph.projections.damage import projection_place
 from claimgraph.projections.iterators import release_iterators
 from claimgraph.projections.rows import (
+    LAYOUT,
+    LAYOUT_KEY,
     RECORD,
     decode_record,
     dumps,
     encode_record,
     entity_key,
     loads,
+    pack_version,
 )
 
 if TYPE_CHECKING:
@@ -94,7 +98,8 @@ def erased_at(db: Rdict, claim_id: str) -> int | None:
 
 
 def scrub_dir(root: Path, erased: list[tuple[str, int]]) -> int:
-    """Scrub erased claims from every checkpoint's projection under ``root``; rows rewritten."""
+    """Scrub erased claims from every checkpoint's projection under ``root``; rows rewritten.
+    A checkpoint whose projection is of an older row layout is removed instead."""
     from claimgraph.logs.rocks import open_rdict
 
     if not erased or not root.is_dir():
@@ -104,6 +109,12 @@ def scrub_dir(root: Path, erased: list[tuple[str, int]]) -> int:
         if not (cp / "checkpoint.json").is_file():
             continue
         db = open_rdict(cp / "projection", create=False)
+        if get(db, LAYOUT_KEY, projection_place(db), "reading the row layout") != pack_version(
+            LAYOUT
+        ):  # rows of an older layout, which hold payloads elsewhere: drop the checkpoint
+            db.close()
+            shutil.rmtree(cp)
+            continue
         try:
             wb = WriteBatch(raw_mode=True)
             for claim_id, version in erased:

@@ -40,6 +40,7 @@ from claimgraph.errors import (
     VersionNotYetAvailable,
 )
 from claimgraph.logs.embedded import EmbeddedLogStore
+from claimgraph.logs.rocks import named
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import PinRegistry, horizon_of
@@ -107,7 +108,8 @@ def reproject(
         projector = Projector(fresh, state)
         projector.set_graph(name)
         fold_decisions(logs, state, projector, progress=progress)
-        fresh.db.flush()
+        with named(fresh.place, "flushing the rebuilt projection"):
+            fresh.db.flush()
     except BaseException:
         fresh.close()
         shutil.rmtree(staged, ignore_errors=True)
