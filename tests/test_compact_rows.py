@@ -42,6 +42,7 @@ from claimgraph.projections.rows import (
     encode_history,
     encode_record,
     encode_status,
+    entity_key,
     version_of,
 )
 from claimgraph.service.audit import digest_at
@@ -86,18 +87,19 @@ def test_records_decode_to_what_was_encoded(
 ) -> None:
     if erased is not None:
         record = scrub_row(record, erased)
-    raw = encode_record(record)
+    raw = encode_record(record, "withheld")
     assert raw[:1] == b"\x01"  # the binary layout, not the JSON fallback
-    assert same(decode_record(record["claim_id"], raw), record)
-    assert same(decode_record(shuffled["claim_id"], encode_record(shuffled)), shuffled)
+    assert same(decode_record(record["claim_id"], raw), [record, "withheld"])
+    back = decode_record(shuffled["claim_id"], encode_record(shuffled, "visible"))
+    assert same(back, [shuffled, "visible"])
 
 
 def test_a_record_of_another_shape_is_kept_exactly_as_json() -> None:
     odd = {"claim_id": "c", "confidence": 1, "extra": [1, 2.5, None]}
-    raw = encode_record(odd)
-    assert raw[:1] == b"\x00" and same(decode_record("c", raw), odd)
-    ints = dict.fromkeys(("claim_id", "agent"), "x") | {"confidence": 1}  # int, not float
-    assert same(decode_record("x", encode_record(ints)), ints)
+    raw = encode_record(odd, "lost")
+    assert raw[:1] == b"\x00" and same(decode_record("c", raw), [odd, "lost"])
+    ints = dict.fromkeys(RECORD_KEYS, "x") | {"confidence": 1}  # int, not float
+    assert same(decode_record("x", encode_record(ints, "lost")), [ints, "lost"])
 
 
 @settings(max_examples=300, deadline=None)
@@ -148,16 +150,21 @@ def _families(db: Rdict) -> dict[bytes, list[tuple[bytes, bytes]]]:
 
 
 def test_a_record_is_written_once_however_often_the_status_changes(tmp_path: Path) -> None:
+    """One R row per claim, at the version it was decided, with the status it got then; a K
+    row (one byte) for each later status change only."""
     with claimgraph.open(restore(tmp_path / "g", "kitchen")) as g:
         rows = _families(g.projection.db)
-        statuses: dict[str, int] = {}
+        changes: dict[str, list[int]] = {}
         for k, _ in rows[CLAIM]:
-            cid = k[1:-9].decode()
-            statuses[cid] = statuses.get(cid, 0) + 1
-        records = [k[1:-9].decode() for k, _ in rows[RECORD]]
-        assert sorted(records) == sorted(statuses)  # one record per claim
-        assert max(statuses.values()) > 1  # ... also for claims whose status changed
+            changes.setdefault(k[1:-9].decode(), []).append(version_of(k))
+        records = {k[1:-9].decode(): version_of(k) for k, _ in rows[RECORD]}
+        assert len(records) == len(rows[RECORD])  # one record per claim
+        assert set(changes) <= set(records) and max(map(len, changes.values())) > 1
+        assert all(min(vs) > records[c] for c, vs in changes.items())  # later changes only
         assert all(len(v) == 1 for _, v in rows[CLAIM])
+        for c, v in records.items():
+            want = g.reader.claim(c, v)
+            assert want is not None and want["since"] == v
         assert g.projection.layout() == LAYOUT
 
 
@@ -171,13 +178,20 @@ def to_layout_1(db: Rdict) -> int:
     records = {k[1:-9].decode(): decode_record(k[1:-9].decode(), v) for k, v in rows[RECORD]}
     wb = WriteBatch(raw_mode=True)
     n = 0
-    for k, v in rows[CLAIM]:
-        record = dict(records[k[1:-9].decode()])
+
+    def claim_row(claim_id: str, status: str, since: int) -> None:
+        record = dict(records[claim_id][0])
         erased = record.pop("erased", None)
-        row = record | {"status": decode_status(v), "since": version_of(k)}
+        row = record | {"status": status, "since": since}
         if erased is not None:
             row["erased"] = erased
-        wb.put(k, to_json(row))
+        wb.put(entity_key(CLAIM, claim_id, since), to_json(row))
+
+    for k, _ in rows[RECORD]:
+        claim_row(k[1:-9].decode(), records[k[1:-9].decode()][1], version_of(k))
+        n += 1
+    for k, v in rows[CLAIM]:
+        claim_row(k[1:-9].decode(), decode_status(v), version_of(k))
         n += 1
     for k, v in rows[HISTORY]:
         wb.put(k, to_json(decode_history(v)))

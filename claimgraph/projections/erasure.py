@@ -2,7 +2,7 @@
 
 The decision is pure (:mod:`claimgraph.core.erasure`); this module does the I/O: on an accepted
 erase at version E the projector rewrites the claim's record (family ``R``, the one row that
-holds its payload; its status rows ``K`` hold none) with the payload replaced by the
+holds its payload; its later status rows ``K`` hold none) with the payload replaced by the
 tombstone and ``"erased": E``, writes an erasure row (family ``X``) at E, compacts the
 record's keys so the overwritten bytes leave the files, and scrubs checkpoints. Every read of
 the claim, at every version, then shows the tombstone and ``erased``.
@@ -50,9 +50,9 @@ def scrub_claim(db: Rdict, wb: WriteBatch, claim_id: str, version: int) -> int:
         k: bytes = it.key()
         if not k.startswith(prefix) or len(k) != len(prefix) + 8:
             break
-        row = decode_record(claim_id, it.value())
+        row, status = decode_record(claim_id, it.value())
         if row.get("erased") is None:
-            wb.put(k, encode_record(scrub_row(row, version)))
+            wb.put(k, encode_record(scrub_row(row, version), status))
             n += 1
         it.next()
     wb.put(entity_key(ERASED, claim_id, version), dumps(version))
@@ -66,9 +66,10 @@ def stage_erase(projector: Projector, claim_id: str, version: int) -> None:
     scrub_claim(projector.store.db, wb, claim_id, version)  # a record already written
     staged = projector._staged_records.get(claim_id)  # a record earlier in this batch
     if staged is not None and staged[1].get("erased") is None:
-        scrubbed = scrub_row(staged[1], version)
-        wb.put(staged[0], encode_record(scrubbed))
-        projector._staged_records[claim_id] = (staged[0], scrubbed)
+        key, record, status = staged
+        scrubbed = scrub_row(record, version)
+        wb.put(key, encode_record(scrubbed, status))
+        projector._staged_records[claim_id] = (key, scrubbed, status)
     projector.erased.append((claim_id, version))
 
 

@@ -3,7 +3,11 @@
 For each decision at version ``v`` it asks the shared fold (:meth:`GraphState.evolve`) what
 changed and writes one new row per changed entity at ``v``, plus history rows, into a write
 batch that also carries the applied offset — data and position land together, so a projector
-killed at any point restarts exactly after the last batch it wrote.
+killed at any point restarts exactly after the last batch it wrote. A new claim's record is
+written once (``R``, with the status it was decided with); its later status changes write
+one-byte ``K`` rows (layout 2,
+:mod:`claimgraph.projections.rows`). The store records its row layout (``M layout``) when it
+is created; :attr:`ProjectionStore.outdated` tells a writer to re-project an older one.
 """
 
 from __future__ import annotations
@@ -54,7 +58,6 @@ __all__ = [
     "Projector",
     "adjacency_entity",
     "check_layout",
-    "claim_row",
     "conflict_row",
     "layout_of",
 ]
@@ -70,14 +73,6 @@ def adjacency_entity(
     node_type: str, node_id: str, direction: str, edge_type: str, other_type: str, other_id: str
 ) -> str:
     return SEP.join((node_type, node_id, direction, edge_type, other_type, other_id))
-
-
-def claim_row(record: dict[str, Any], status: int, version: int) -> dict[str, Any]:
-    """A claim as ``reader.claim`` returns it: its record, status and since."""
-    row = dict(record)
-    row["status"] = STATUS_NAMES[status]
-    row["since"] = version
-    return row
 
 
 def conflict_row(state: GraphState, conflict_id: str) -> dict[str, Any]:
@@ -208,8 +203,8 @@ class Projector:
         self._wb = WriteBatch(raw_mode=True)
         self._pending = 0
         # claim records (R rows) in the current batch, so an erase later in the batch can
-        # scrub them too: claim id -> (key, record)
-        self._staged_records: dict[str, tuple[bytes, dict[str, Any]]] = {}
+        # scrub them too: claim id -> (key, record, its status when decided)
+        self._staged_records: dict[str, tuple[bytes, dict[str, Any], str]] = {}
         self.erased: list[tuple[str, int]] = []  # (claim, version) erased, not yet scrubbed
         self.checkpoints: Path | None = None  # checkpoints to scrub of erased payloads
 
@@ -221,14 +216,20 @@ class Projector:
         """Stage the rows for one decision (already folded into ``self.state``)."""
         wb = self._wb
         st = self.state
-        if ch.new_claim is not None:  # the record, once; claim rows carry only the status
-            record: dict[str, Any] = dict(ch.new_claim)
-            new_id: str = ch.new_claim["claim_id"]
-            rkey = entity_key(RECORD, new_id, version)
-            wb.put(rkey, encode_record(record))
-            self._staged_records[new_id] = (rkey, record)
+        new_id: str | None = None if ch.new_claim is None else ch.new_claim["claim_id"]
+        first: int | None = None  # the new claim's status: in its record, not a K row
         for claim_id, status in ch.claims:
-            wb.put(entity_key(CLAIM, claim_id, version), _STATUS[status])
+            if claim_id == new_id:
+                first = status  # the last one, as the last put of a key would win
+            else:
+                wb.put(entity_key(CLAIM, claim_id, version), _STATUS[status])
+        if new_id is not None:  # the record, once, with the status it was decided with
+            if first is None:
+                raise ValueError(f"new claim {new_id!r} was given no status by the fold")
+            record: dict[str, Any] = dict(ch.new_claim)  # type: ignore[arg-type]
+            rkey = entity_key(RECORD, new_id, version)
+            wb.put(rkey, encode_record(record, STATUS_NAMES[first]))
+            self._staged_records[new_id] = (rkey, record, STATUS_NAMES[first])
         for key in ch.edges:
             state, conflict, visible = st.edge_own(key)
             value = dumps([state, conflict, visible])

@@ -22,7 +22,7 @@ from rocksdict import Rdict
 from claimgraph.core.model import OnUnknown
 from claimgraph.core.schema import GraphSchema, parse_schema
 from claimgraph.core.state import SEP, edge_key, slot_keys
-from claimgraph.errors import CorruptionError, UnknownSlotError, VersionPruned
+from claimgraph.errors import UnknownSlotError, VersionPruned
 from claimgraph.logs.rocks import valid
 from claimgraph.projections.damage import projection_place
 from claimgraph.projections.iterators import track
@@ -446,23 +446,16 @@ class ProjectionReader:
     def claim(self, claim_id: str, at: int) -> dict[str, Any] | None:
         """The claim as of ``at``: its record, ``status`` and ``since`` (and ``erased``)."""
         self._check(at)
-        row = self._row_at(CLAIM, claim_id, at)
-        if row is None:
-            return None
-        return self._claim(claim_id, row[0], row[1], at)
-
-    def _claim(self, claim_id: str, since: int, raw: bytes, at: int) -> dict[str, Any]:
-        record = self._at(RECORD, claim_id, at)
+        record = self._row_at(RECORD, claim_id, at)
         if record is None:
-            raise CorruptionError(
-                f"claim {claim_id!r} has a status row at v{since} but no record: "
-                "the projection is damaged (rebuild it from the log)",
-                self._place.path,
-                since,
-            )
-        out = decode_record(claim_id, record)
+            return None
+        out, status = decode_record(claim_id, record[1])
+        since = record[0]
+        changed = self._row_at(CLAIM, claim_id, at)  # a status change after the decision
+        if changed is not None:
+            since, status = changed[0], decode_status(changed[1])
         erased = out.pop("erased", None)
-        out["status"] = decode_status(raw)
+        out["status"] = status
         out["since"] = since
         if erased is not None:
             out["erased"] = erased
@@ -505,8 +498,9 @@ class ProjectionReader:
     def rows_at(self, at: int) -> Iterator[tuple[bytes, bytes]]:
         """Every entity's row as of ``at`` (for digests), in key order.
 
-        A claim's row (``K``) is its status followed by ``u64_be(since)``, the version it was
-        written at (layout 2 keeps ``since`` in the key only); its record is the ``R`` row."""
+        A claim's record (``R``) carries its status when decided; a later status change
+        (``K``) is its status followed by ``u64_be(since)``, the version it was written at
+        (layout 2 keeps ``since`` in the key only)."""
         self._check(at)
         for family in (ADJ, CALIBRATION, CONFLICT, EDGE, CLAIM, RECORD, SLOT, SCHEMA):
             if family == CLAIM:

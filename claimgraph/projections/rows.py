@@ -125,13 +125,16 @@ def loads(raw: bytes) -> Any:
 
 # -- compact values (layout 2) ----------------------------------------------------------------
 #
+# A binary value is a tag byte, a fixed header of numbers, then its strings, in a fixed order.
 # Strings are tokens: ``varint(2*i)`` names string ``i`` of a table that starts with the
 # frozen STATIC strings (index 0 is None) and grows by every literal string of the row, in
 # order; ``varint(2*len+1) ‖ UTF-8`` is a literal. So a claim id repeated in a row (command
 # id, claims, visible) costs its bytes once, and the names of statuses, kinds, reasons,
-# states and command types cost one byte. Integers are ``i64_be``; ``confidence`` f64_be.
+# states and command types cost one byte. Integers are ``i64_be``, ``confidence`` f64_be,
+# counts varints. (Strings last, numbers first: one loop encodes or decodes all strings.)
 
 # Frozen with projection layout 2: changing this tuple changes the layout (bump LAYOUT).
+# native/src/rows.rs's static_index is generated from it (tests/test_compact_rows.py).
 STATIC: tuple[str | None, ...] = (
     None,
     # claim statuses, edge states, polarities
@@ -153,9 +156,9 @@ _STATIC_INDEX: dict[str | None, int] = {s: i for i, s in enumerate(STATIC)}
 _NSTATIC = len(STATIC)
 _VARINT1 = tuple(bytes([i]) for i in range(128))
 _Q = struct.Struct(">q")
-_D = struct.Struct(">d")
-_NONE, _SOME = b"\x00", b"\x01"
-HISTORY_V1, RECORD_V1, JSON_V0 = b"\x01", b"\x01", b"\x00"  # first byte of H and R values
+_RECORD_HEAD = struct.Struct(">BBBdq")  # tag, status token, flags, confidence, asserted_at
+HISTORY_V1, RECORD_V1, JSON_V0 = 1, 1, 0  # first byte of H and R values
+_BASED, _ERASED = 1, 2  # flags of a record: based_on_version, erased follow (i64_be each)
 RECORD_KEYS = (
     "claim_id", "agent", "task", "run_id", "edge_type", "subject_type", "subject_id",
     "object_type", "object_id", "polarity", "confidence", "evidence", "reasoning",
@@ -175,197 +178,153 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
-class _Out:
-    """One row being encoded: its parts and its table of literal strings."""
-
-    __slots__ = ("local", "parts")
-
-    def __init__(self, tag: bytes) -> None:
-        self.parts: list[bytes] = [tag]
-        self.local: dict[str, int] = {}
-
-    def s(self, value: str | None) -> None:
-        i = _STATIC_INDEX.get(value)
+def _put_strings(parts: list[bytes], values: list[Any]) -> None:
+    """Append the tokens of ``values`` (str or None) to ``parts``."""
+    local: dict[str, int] = {}
+    static = _STATIC_INDEX.get
+    small = _VARINT1
+    for v in values:
+        i = static(v)
         if i is None:
-            assert value is not None
-            i = self.local.get(value)
+            i = local.get(v)
             if i is None:
-                self.local[value] = _NSTATIC + len(self.local)
-                b = value.encode("utf-8", "surrogatepass")
-                self.parts.append(_varint(2 * len(b) + 1))
-                self.parts.append(b)
-                return
-        self.parts.append(_varint(2 * i))
-
-    def n(self, count: int) -> None:
-        self.parts.append(_varint(count))
-
-    def q(self, value: int) -> None:
-        self.parts.append(_Q.pack(value))
-
-    def opt_q(self, value: int | None) -> None:
-        if value is None:
-            self.parts.append(_NONE)
-        else:
-            self.parts.append(_SOME)
-            self.parts.append(_Q.pack(value))
-
-    def value(self) -> bytes:
-        return b"".join(self.parts)
+                local[v] = _NSTATIC + len(local)
+                b = v.encode("utf-8", "surrogatepass")
+                n = 2 * len(b) + 1
+                parts.append(small[n] if n < 0x80 else _varint(n))
+                parts.append(b)
+                continue
+        n = 2 * i
+        parts.append(small[n] if n < 0x80 else _varint(n))
 
 
-class _In:
-    """One row being decoded (the mirror of :class:`_Out`)."""
-
-    __slots__ = ("local", "pos", "raw")
-
-    def __init__(self, raw: bytes) -> None:
-        self.raw = raw
-        self.pos = 1  # past the tag
-        self.local: list[str] = []
-
-    def n(self) -> int:
-        raw, pos = self.raw, self.pos
+def _varint_at(raw: bytes, pos: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
         b = raw[pos]
         pos += 1
+        n |= (b & 0x7F) << shift
         if b < 0x80:
-            self.pos = pos
-            return b
-        n, shift = b & 0x7F, 7
-        while True:
-            b = raw[pos]
-            pos += 1
-            n |= (b & 0x7F) << shift
-            if b < 0x80:
-                self.pos = pos
-                return n
-            shift += 7
+            return n, pos
+        shift += 7
 
-    def s(self) -> str | None:
-        t = self.n()
+
+def _get_strings(raw: bytes, pos: int, count: int) -> list[Any]:
+    """``count`` strings from ``pos``, which must end the value."""
+    out: list[Any] = []
+    local: list[str] = []
+    for _ in range(count):
+        t = raw[pos]
+        pos += 1
+        if t >= 0x80:
+            t, pos = _varint_at(raw, pos - 1)
         if t & 1:
-            end = self.pos + (t >> 1)
-            value = self.raw[self.pos : end].decode("utf-8", "surrogatepass")
-            self.pos = end
-            self.local.append(value)
-            return value
-        i = t >> 1
-        return STATIC[i] if i < _NSTATIC else self.local[i - _NSTATIC]
-
-    def text(self) -> str:
-        value = self.s()
-        if value is None:
-            raise ValueError("a null where the row layout has a string")
-        return value
-
-    def q(self) -> int:
-        value = int(_Q.unpack_from(self.raw, self.pos)[0])
-        self.pos += 8
-        return value
-
-    def opt_q(self) -> int | None:
-        flag = self.raw[self.pos]
-        self.pos += 1
-        return None if flag == 0 else self.q()
-
-    def d(self) -> float:
-        value = float(_D.unpack_from(self.raw, self.pos)[0])
-        self.pos += 8
-        return value
-
-    def end(self) -> None:
-        if self.pos != len(self.raw):
-            raise ValueError(f"{len(self.raw) - self.pos} bytes left over in a row")
+            end = pos + (t >> 1)
+            s = raw[pos:end].decode("utf-8", "surrogatepass")
+            pos = end
+            local.append(s)
+            out.append(s)
+        else:
+            i = t >> 1
+            out.append(STATIC[i] if i < _NSTATIC else local[i - _NSTATIC])
+    if pos != len(raw):
+        raise ValueError(f"{len(raw) - pos} bytes left over in a row")
+    return out
 
 
 def encode_status(status: str) -> bytes:
     """A claim row (family ``K``): the status name's token; ``since`` is the key's version."""
-    return _varint(2 * _STATIC_INDEX[status])
+    return _VARINT1[2 * _STATIC_INDEX[status]]
 
 
 def decode_status(raw: bytes) -> str:
-    if len(raw) != 1 or raw[0] & 1 or raw[0] >> 1 >= _NSTATIC or raw[0] == 0:
+    if len(raw) != 1 or raw[0] & 1 or raw[0] == 0 or raw[0] >> 1 >= _NSTATIC:
         raise ValueError(f"not a claim status row: {raw!r}")
     value = STATIC[raw[0] >> 1]
     assert value is not None
     return value
 
 
-def encode_record(record: dict[str, Any]) -> bytes:
-    """A claim's immutable record (family ``R``, written once at the claim's version;
-    rewritten only by an erasure, which adds ``erased``). The claim id is the key's entity.
-    A record of another shape (never the Avro claim record) is stored as JSON, tag 0."""
+def encode_record(record: dict[str, Any], status: str) -> bytes:
+    """A claim's record and its status when it was decided (family ``R``, written once at
+    that version; rewritten only by an erasure, which adds ``erased``). The claim id is the
+    key's entity. A record of another shape (never the Avro claim record) is stored as
+    ``0x00 ‖ status token ‖ JSON``."""
+    token = 2 * _STATIC_INDEX[status]
     keys = tuple(record)
-    erased = record.get("erased") if keys == _RECORD_KEYS_ERASED else None
     r = record
+    erased = r.get("erased") if keys == _RECORD_KEYS_ERASED else None
+    based = r["based_on_version"] if keys == RECORD_KEYS or erased is not None else None
     if (keys != RECORD_KEYS and erased is None) or not (
         type(r["confidence"]) is float
         and type(r["asserted_at"]) is int
-        and (r["based_on_version"] is None or type(r["based_on_version"]) is int)
+        and (based is None or type(based) is int)
         and (erased is None or type(erased) is int)
         and type(r["properties"]) is dict
         and type(r["evidence"]) is list
     ):
-        return JSON_V0 + dumps(record)
-    o = _Out(RECORD_V1)
-    s = o.s
-    s(r["agent"])
-    s(r["task"])
-    s(r["run_id"])
-    s(r["edge_type"])
-    s(r["subject_type"])
-    s(r["subject_id"])
-    s(r["object_type"])
-    s(r["object_id"])
-    s(r["polarity"])
-    o.parts.append(_D.pack(r["confidence"]))
-    o.n(len(r["evidence"]))
-    for e in r["evidence"]:
-        s(e)
-    s(r["reasoning"])
-    o.q(r["asserted_at"])
-    o.opt_q(r["based_on_version"])
-    o.n(len(r["properties"]))
-    for k, v in r["properties"].items():
-        s(k)
-        s(v)
-    o.opt_q(erased)
-    return o.value()
+        return bytes((JSON_V0, token)) + dumps(record)
+    flags = (0 if based is None else _BASED) | (0 if erased is None else _ERASED)
+    evidence: list[Any] = r["evidence"]
+    props: dict[Any, Any] = r["properties"]
+    parts = [_RECORD_HEAD.pack(RECORD_V1, token, flags, r["confidence"], r["asserted_at"])]
+    if based is not None:
+        parts.append(_Q.pack(based))
+    if erased is not None:
+        parts.append(_Q.pack(erased))
+    parts.append(_varint(len(evidence)))
+    parts.append(_varint(len(props)))
+    values = [r["agent"], r["task"], r["run_id"], r["edge_type"], r["subject_type"],
+              r["subject_id"], r["object_type"], r["object_id"], r["polarity"], r["reasoning"],
+              *evidence]  # fmt: skip
+    for kv in props.items():
+        values += kv
+    _put_strings(parts, values)
+    return b"".join(parts)
 
 
-def decode_record(claim_id: str, raw: bytes) -> dict[str, Any]:
-    if raw[:1] == JSON_V0:
-        out: dict[str, Any] = loads(raw[1:])
-        return out
-    i = _In(raw)
-    s = i.s
+def decode_record(claim_id: str, raw: bytes) -> tuple[dict[str, Any], str]:
+    """(the record, with ``erased`` last if it was erased; its status when decided)."""
+    status = decode_status(raw[1:2])
+    if raw[0] == JSON_V0:
+        out: dict[str, Any] = loads(raw[2:])
+        return out, status
+    if raw[0] != RECORD_V1:
+        raise ValueError(f"not a claim record of layout 2 (tag {raw[0]})")
+    _, _, flags, confidence, asserted_at = _RECORD_HEAD.unpack_from(raw)
+    pos = _RECORD_HEAD.size
+    based = erased = None
+    if flags & _BASED:
+        based = _Q.unpack_from(raw, pos)[0]
+        pos += 8
+    if flags & _ERASED:
+        erased = _Q.unpack_from(raw, pos)[0]
+        pos += 8
+    n_ev, pos = _varint_at(raw, pos)
+    n_props, pos = _varint_at(raw, pos)
+    s = _get_strings(raw, pos, 10 + n_ev + 2 * n_props)
+    props = s[10 + n_ev :]
     r: dict[str, Any] = {
         "claim_id": claim_id,
-        "agent": s(),
-        "task": s(),
-        "run_id": s(),
-        "edge_type": s(),
-        "subject_type": s(),
-        "subject_id": s(),
-        "object_type": s(),
-        "object_id": s(),
-        "polarity": s(),
-        "confidence": i.d(),
+        "agent": s[0],
+        "task": s[1],
+        "run_id": s[2],
+        "edge_type": s[3],
+        "subject_type": s[4],
+        "subject_id": s[5],
+        "object_type": s[6],
+        "object_id": s[7],
+        "polarity": s[8],
+        "confidence": confidence,
+        "evidence": s[10 : 10 + n_ev],
+        "reasoning": s[9],
+        "asserted_at": asserted_at,
+        "based_on_version": based,
+        "properties": dict(zip(props[::2], props[1::2], strict=True)),
     }
-    r["evidence"] = [s() for _ in range(i.n())]
-    r["reasoning"] = s()
-    r["asserted_at"] = i.q()
-    r["based_on_version"] = i.opt_q()
-    props: dict[str, Any] = {}
-    for _ in range(i.n()):
-        k = i.text()
-        props[k] = s()
-    r["properties"] = props
-    erased = i.opt_q()
     if erased is not None:
         r["erased"] = erased
-    i.end()
-    return r
+    return r, status
 
 
 def encode_history(
@@ -380,42 +339,38 @@ def encode_history(
     conflict_id: str | None,
     visible: list[str],
 ) -> bytes:
-    """A history row (family ``H``): one change of an edge, its fields in this order."""
-    o = _Out(HISTORY_V1)
-    s = o.s
-    s(kind)
-    s(reason)
-    s(command_id)
-    s(command_type)
-    s(agent)
-    o.q(log_time)
-    o.n(len(claims))
-    for c, status in claims:
-        s(c)
-        s(status)
-    s(state)
-    s(conflict_id)
-    o.n(len(visible))
-    for c in visible:
-        s(c)
-    return o.value()
+    """A history row (family ``H``): ``0x01 ‖ i64_be(log_time) ‖ varint(len(claims)) ‖
+    varint(len(visible))``, then the strings kind, reason, command_id, command_type, agent,
+    each claim's id and status, state, conflict_id, the visible claims."""
+    parts = [bytes((HISTORY_V1,)), _Q.pack(log_time), _varint(len(claims)), _varint(len(visible))]
+    values: list[Any] = [kind, reason, command_id, command_type, agent]
+    for c in claims:
+        values += c
+    values.append(state)
+    values.append(conflict_id)
+    values += visible
+    _put_strings(parts, values)
+    return b"".join(parts)
 
 
 def decode_history(raw: bytes) -> dict[str, Any]:
     """A history row as the reader returns it (the keys of layout 1's JSON, in its order)."""
-    i = _In(raw)
-    s = i.s
-    out: dict[str, Any] = {
-        "kind": s(),
-        "reason": s(),
-        "command_id": s(),
-        "command_type": s(),
-        "agent": s(),
-        "log_time": i.q(),
+    if raw[0] != HISTORY_V1:
+        raise ValueError(f"not a history row of layout 2 (tag {raw[0]})")
+    log_time = _Q.unpack_from(raw, 1)[0]
+    n_claims, pos = _varint_at(raw, 9)
+    n_visible, pos = _varint_at(raw, pos)
+    s = _get_strings(raw, pos, 7 + 2 * n_claims + n_visible)
+    c = 5 + 2 * n_claims
+    return {
+        "kind": s[0],
+        "reason": s[1],
+        "command_id": s[2],
+        "command_type": s[3],
+        "agent": s[4],
+        "log_time": log_time,
+        "claims": [[s[i], s[i + 1]] for i in range(5, c, 2)],
+        "state": s[c],
+        "conflict_id": s[c + 1],
+        "visible": s[c + 2 :],
     }
-    out["claims"] = [[s(), s()] for _ in range(i.n())]
-    out["state"] = s()
-    out["conflict_id"] = s()
-    out["visible"] = [s() for _ in range(i.n())]
-    i.end()
-    return out

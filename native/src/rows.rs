@@ -224,9 +224,9 @@ fn exact_i64(v: &Bound<'_, PyAny>, why: &'static str) -> D<i64> {
     v.extract::<i64>().map_err(|_| Decline(why))
 }
 
-/// ``rows.encode_record`` of a new claim's record.
-fn encode_record(record: &Bound<'_, PyDict>) -> D<Vec<u8>> {
-    let py = record.py();
+/// ``rows.encode_record`` of a new claim's record and the status it was decided with.
+fn encode_record(record: &Bound<'_, PyDict>, status: &str) -> D<Vec<u8>> {
+    let token = token(status)?;
     let keys: Vec<String> = record
         .keys()
         .iter()
@@ -246,11 +246,33 @@ fn encode_record(record: &Bound<'_, PyDict>) -> D<Vec<u8>> {
             && get("evidence")?.is_exact_instance_of::<PyList>()
     };
     if !binary {
-        let mut out = vec![0u8];
+        let mut out = vec![0u8, token];
         put_json(&mut out, record.as_any())?;
         return Ok(out);
     }
+    let bov = get("based_on_version")?;
     let mut o = Out::new(1);
+    o.buf.push(token);
+    o.buf.push(if bov.is_none() { 0 } else { 1 }); // flags: based_on_version follows
+    let conf: f64 = get("confidence")?
+        .downcast_exact::<PyFloat>()
+        .map_err(|_| Decline("record"))?
+        .value();
+    o.buf.extend_from_slice(&conf.to_be_bytes());
+    o.q(exact_i64(&get("asserted_at")?, "record")?);
+    if !bov.is_none() {
+        o.q(exact_i64(&bov, "record")?);
+    }
+    let ev = get("evidence")?;
+    let ev = ev
+        .downcast_exact::<PyList>()
+        .map_err(|_| Decline("record"))?;
+    let props = get("properties")?;
+    let props = props
+        .downcast_exact::<PyDict>()
+        .map_err(|_| Decline("record"))?;
+    o.n(ev.len());
+    o.n(props.len());
     for k in [
         "agent",
         "task",
@@ -261,42 +283,17 @@ fn encode_record(record: &Bound<'_, PyDict>) -> D<Vec<u8>> {
         "object_type",
         "object_id",
         "polarity",
+        "reasoning",
     ] {
         o.py(&get(k)?, "record")?;
     }
-    let conf: f64 = get("confidence")?
-        .downcast_exact::<PyFloat>()
-        .map_err(|_| Decline("record"))?
-        .value();
-    o.buf.extend_from_slice(&conf.to_be_bytes());
-    let ev = get("evidence")?;
-    let ev = ev
-        .downcast_exact::<PyList>()
-        .map_err(|_| Decline("record"))?;
-    o.n(ev.len());
     for e in ev.iter() {
         o.py(&e, "record")?;
     }
-    o.py(&get("reasoning")?, "record")?;
-    o.q(exact_i64(&get("asserted_at")?, "record")?);
-    let bov = get("based_on_version")?;
-    if bov.is_none() {
-        o.buf.push(0);
-    } else {
-        o.buf.push(1);
-        o.q(exact_i64(&bov, "record")?);
-    }
-    let props = get("properties")?;
-    let props = props
-        .downcast_exact::<PyDict>()
-        .map_err(|_| Decline("record"))?;
-    o.n(props.len());
     for (k, v) in props.iter() {
         o.py(&k, "record")?;
         o.py(&v, "record")?;
     }
-    o.buf.push(0); // not erased
-    let _ = py;
     Ok(o.buf)
 }
 
@@ -628,26 +625,36 @@ impl<'py> Stage<'py> {
         }
         let new_claim = ch.getattr(intern!(py, "new_claim"))?;
         let mut out: Vec<Vec<u8>> = Vec::new();
-        // the new claim's record, once (R); its rows carry only the status (K)
-        let mut new_record: Option<(String, Vec<u8>, Bound<'py, PyDict>)> = None;
-        if !new_claim.is_none() {
+        let changed: Vec<(String, i64)> = ch.getattr(intern!(py, "claims"))?.extract()?;
+        let new_id = if new_claim.is_none() {
+            None
+        } else {
+            let id = new_claim.get_item(intern!(py, "claim_id"))?;
+            Some(s(&id)?)
+        };
+        // status changes of other claims (K, one byte); the new claim's status (the last one
+        // given, as the last put of a key wins) goes into its record
+        let mut first: Option<i64> = None;
+        for (id, status) in &changed {
+            if Some(id) == new_id.as_ref() {
+                first = Some(*status);
+            } else {
+                out.push(entity_key(b'K', id, version));
+                out.push(vec![token(status_name(*status)?)?]);
+            }
+        }
+        // the new claim's record, once (R)
+        let mut new_record: Option<(String, Vec<u8>, Bound<'py, PyDict>, &'static str)> = None;
+        if let Some(id) = new_id {
             let nc = new_claim
                 .downcast::<PyDict>()
                 .map_err(|_| Decline("error"))?;
-            let id = nc
-                .get_item(intern!(py, "claim_id"))?
-                .ok_or(Decline("error"))?;
-            let id = s(&id)?;
+            let status = status_name(first.ok_or(Decline("record"))?)?;
             let record = nc.copy()?;
             let key = entity_key(b'R', &id, version);
             out.push(key.clone());
-            out.push(encode_record(&record)?);
-            new_record = Some((id, key, record));
-        }
-        let changed: Vec<(String, i64)> = ch.getattr(intern!(py, "claims"))?.extract()?;
-        for (id, status) in &changed {
-            out.push(entity_key(b'K', id, version));
-            out.push(vec![token(status_name(*status)?)?]);
+            out.push(encode_record(&record, status)?);
+            new_record = Some((id, key, record, status));
         }
         let edge_keys: Vec<String> = ch.getattr(intern!(py, "edges"))?.extract()?;
         for key in &edge_keys {
@@ -680,17 +687,6 @@ impl<'py> Stage<'py> {
             ));
             out.push(value);
             // _history_row: rows.encode_history
-            let mut h = Out::new(1);
-            for k in [
-                intern!(py, "kind"),
-                intern!(py, "reason"),
-                intern!(py, "command_id"),
-                intern!(py, "command_type"),
-                intern!(py, "agent"),
-            ] {
-                h.py(&get(k)?, "history")?;
-            }
-            h.q(exact_i64(&get(intern!(py, "log_time"))?, "history")?);
             let mut touched: Vec<(&str, &'static str)> = Vec::new();
             for (id, _) in &changed {
                 let cs = self.claims.get_item(id)?.ok_or(Decline("error"))?;
@@ -702,26 +698,35 @@ impl<'py> Stage<'py> {
                     status_name(cs.getattr(intern!(py, "status"))?.extract()?)?,
                 ));
             }
+            let (state, conflict, visible) = self.edge(key, &p, true)?;
+            let visible: Vec<Bound<'py, PyAny>> = match &visible {
+                Some(v) => v.try_iter()?.collect::<PyResult<_>>()?,
+                None => Vec::new(),
+            };
+            let mut h = Out::new(1);
+            h.q(exact_i64(&get(intern!(py, "log_time"))?, "history")?);
             h.n(touched.len());
+            h.n(visible.len());
+            for k in [
+                intern!(py, "kind"),
+                intern!(py, "reason"),
+                intern!(py, "command_id"),
+                intern!(py, "command_type"),
+                intern!(py, "agent"),
+            ] {
+                h.py(&get(k)?, "history")?;
+            }
             for (id, status) in touched {
                 h.s(Some(id));
                 h.s(Some(status));
             }
-            let (state, conflict, visible) = self.edge(key, &p, true)?;
             h.s(Some(state));
             match &conflict {
                 Some(c) => h.py(c, "history")?,
                 None => h.s(None),
             }
-            match &visible {
-                Some(v) => {
-                    let items: Vec<Bound<'py, PyAny>> = v.try_iter()?.collect::<PyResult<_>>()?;
-                    h.n(items.len());
-                    for c in &items {
-                        h.py(c, "history")?;
-                    }
-                }
-                None => h.n(0),
+            for c in &visible {
+                h.py(c, "history")?;
             }
             let h = h.buf;
             out.push(history_key(key, version));
@@ -736,8 +741,9 @@ impl<'py> Stage<'py> {
             out.push(version.to_be_bytes().to_vec());
         }
         // commit: the cache as stage leaves it
-        if let Some((id, key, record)) = new_record {
-            self.staged.set_item(id, (PyBytes::new(py, &key), record))?;
+        if let Some((id, key, record, status)) = new_record {
+            self.staged
+                .set_item(id, (PyBytes::new(py, &key), record, status))?;
         }
         let mut it = out.into_iter();
         while let (Some(k), Some(v)) = (it.next(), it.next()) {
