@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
+from sections import write_section  # noqa: E402
 from workload import GRAPH, generate, read_frames  # noqa: E402
 
 from claimgraph import native  # noqa: E402
@@ -247,12 +248,9 @@ MARKER = "<!-- native-benchmarks -->"
 
 
 def _write(out: Path | None, text: str) -> None:
-    """(Re)write this benchmark's section, the last of the report (as bench_chain.py does)."""
-    if out is None:
-        return
-    old = out.read_text(encoding="utf-8") if out.exists() else ""
-    kept = old.split(MARKER)[0].rstrip() + "\n\n" if old else ""
-    out.write_text(kept + MARKER + "\n" + text, encoding="utf-8")
+    """(Re)write this benchmark's section of the report, keeping every other section."""
+    if out is not None:
+        write_section(out, MARKER, text)
 
 
 if __name__ == "__main__":
