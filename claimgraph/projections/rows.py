@@ -15,19 +15,20 @@ they read in chronological order.
 Projection layout 2 (``LAYOUT``, recorded in the row ``M layout``; an older projection is
 re-projected from the log when its graph is opened):
 
-* ``R`` claim id: the claim's immutable record, written once at the version the claim was
-  decided (:func:`encode_record`; rewritten in place only by an erasure);
-* ``K`` claim id: one row per status change, the value one byte (the status's token); the
-  claim's ``since`` is the row's version, its record the ``R`` row. ``reader.claim`` joins
-  them into the dict layout 1 stored whole at every status change;
+* ``R`` claim id: the claim's immutable record and the status it was decided with, written
+  once at the version the claim was decided (:func:`encode_record`; rewritten in place only
+  by an erasure);
+* ``K`` claim id: one row per later status change, the value one byte (the status's token);
+  ``since`` is the row's version. ``reader.claim`` joins the ``R`` row with the newest ``K``
+  row as of the read (if any) into the dict layout 1 stored whole at every status change;
 * ``H`` edge: one row per change of the edge, a fixed sequence of fields
   (:func:`encode_history`);
 * ``E``/``A`` edges and adjacency, ``S`` slots, ``C`` conflicts, ``Y`` the schema,
   ``B`` calibration: compact JSON with a fixed key order (:func:`dumps`).
 
-The binary values (``R``, ``H``, ``K``) start with a tag byte (``R``/``H``: 1 = this layout,
-0 = JSON follows) and use the string tokens described below, so a re-projection writes
-identical bytes.
+The binary values (``R``, ``H``) start with a tag byte (1 = this layout; ``R``: 0 = JSON
+follows) and use the string tokens described below, so a re-projection writes identical
+bytes. docs/storage.md describes every field.
 """
 
 from __future__ import annotations
