@@ -207,7 +207,7 @@ def reads(g: Any) -> dict[str, Any]:
     """Every read of the read API at every version, and the digest at each."""
     r = g.reader
     head = g.head()
-    claim_ids = [ent for ent, _ in r.scan(CLAIM, head)]
+    claim_ids = [ent for ent, _ in r.scan(RECORD, head)]
     edges = [ent.split("\x1f") for ent, _ in r.scan(EDGE, head)]
     out: dict[str, Any] = {}
     for v in range(head + 1):
@@ -271,7 +271,7 @@ def test_an_erasure_removes_a_checkpoint_of_layout_1(tmp_path: Path) -> None:
     path = restore(tmp_path / "g", "kitchen")
     with claimgraph.open(path) as g:
         info = checkpoint_graph(g)
-        claim_id = next(ent for ent, _ in g.reader.scan(CLAIM, g.head()))
+        claim_id = next(ent for ent, _ in g.reader.scan(RECORD, g.head()))
     db = Rdict(str(info.path / "projection"))
     try:
         assert to_layout_1(db) > 0

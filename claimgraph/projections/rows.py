@@ -184,6 +184,7 @@ def _put_strings(parts: list[bytes], values: list[Any]) -> None:
     local: dict[str, int] = {}
     static = _STATIC_INDEX.get
     small = _VARINT1
+    put = parts.append
     for v in values:
         i = static(v)
         if i is None:
@@ -192,11 +193,11 @@ def _put_strings(parts: list[bytes], values: list[Any]) -> None:
                 local[v] = _NSTATIC + len(local)
                 b = v.encode("utf-8", "surrogatepass")
                 n = 2 * len(b) + 1
-                parts.append(small[n] if n < 0x80 else _varint(n))
-                parts.append(b)
+                put(small[n] if n < 0x80 else _varint(n))
+                put(b)
                 continue
         n = 2 * i
-        parts.append(small[n] if n < 0x80 else _varint(n))
+        put(small[n] if n < 0x80 else _varint(n))
 
 
 def _varint_at(raw: bytes, pos: int) -> tuple[int, int]:
@@ -214,6 +215,8 @@ def _get_strings(raw: bytes, pos: int, count: int) -> list[Any]:
     """``count`` strings from ``pos``, which must end the value."""
     out: list[Any] = []
     local: list[str] = []
+    put, keep = out.append, local.append
+    static, nstatic = STATIC, _NSTATIC
     for _ in range(count):
         t = raw[pos]
         pos += 1
@@ -223,11 +226,11 @@ def _get_strings(raw: bytes, pos: int, count: int) -> list[Any]:
             end = pos + (t >> 1)
             s = raw[pos:end].decode("utf-8", "surrogatepass")
             pos = end
-            local.append(s)
-            out.append(s)
+            keep(s)
+            put(s)
         else:
             i = t >> 1
-            out.append(STATIC[i] if i < _NSTATIC else local[i - _NSTATIC])
+            put(static[i] if i < nstatic else local[i - nstatic])
     if pos != len(raw):
         raise ValueError(f"{len(raw) - pos} bytes left over in a row")
     return out
