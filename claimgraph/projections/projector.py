@@ -5,9 +5,9 @@ changed and writes one new row per changed entity at ``v``, plus history rows, i
 batch that also carries the applied offset — data and position land together, so a projector
 killed at any point restarts exactly after the last batch it wrote. A new claim's record is
 written once (``R``, with the status it was decided with); its later status changes write
-one-byte ``K`` rows (layout 2,
-:mod:`claimgraph.projections.rows`). The store records its row layout (``M layout``) when it
-is created; :attr:`ProjectionStore.outdated` tells a writer to re-project an older one.
+one-byte ``K`` rows (layout 2, :mod:`claimgraph.projections.rows`). The store records its
+row layout (``M layout``) when it is created; :attr:`ProjectionStore.outdated` tells a
+writer to re-project an older one.
 """
 
 from __future__ import annotations
