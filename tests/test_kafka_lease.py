@@ -129,7 +129,10 @@ def test_two_serve_workers_one_acts_and_the_other_takes_over(
             verdict, workers[holder].version, workers[holder].verdicts, logs,
         )  # fmt: skip
         assert [cid for cid, _, _ in workers[holder].verdicts] == [first.decision["conflict_id"]]
-        assert workers[other].verdicts == [] and workers[other].passes == 0
+        # the other acted on nothing: no verdict, and no pass at a head that held the conflict
+        # (it may have passed once at the start, holding the lease until the second member
+        # joined and the group rebalanced)
+        assert workers[other].verdicts == [] and workers[other].version < first.version
 
         stops[holder].set()  # this replica stops: it leaves the lease group
         leases[holder].close()
