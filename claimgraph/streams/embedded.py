@@ -13,7 +13,6 @@ directory, the state starts from the newest usable checkpoint
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from claimgraph.logs.embedded import EmbeddedLogStore
 from claimgraph.native.codec import decode_decision, encode_decision
 from claimgraph.native.decide import decide, evolve
 from claimgraph.projections.projector import ProjectionStore, Projector
+from claimgraph.streams.gcbatch import batch_gc
 from claimgraph.streams.jsonlog import log_event
 
 __all__ = ["GOVERNOR_POSITION", "EmbeddedRuntime", "fold_decisions"]
@@ -51,15 +51,15 @@ def fold_decisions(
         records = logs.decisions.read(pos, min(batch, end - pos))
         if not records:
             break
-        for rec in records:
-            d = decode_decision(rec.value)
-            ch = evolve(state, d, rec.offset, rec.value)
-            if projector is not None and rec.offset > applied:
-                projector.stage(rec.offset, d, ch)
-        pos = records[-1].offset + 1
-        if projector is not None:
-            projector.flush()
-        gc.freeze()
+        with batch_gc():
+            for rec in records:
+                d = decode_decision(rec.value)
+                ch = evolve(state, d, rec.offset, rec.value)
+                if projector is not None and rec.offset > applied:
+                    projector.stage(rec.offset, d, ch)
+            pos = records[-1].offset + 1
+            if projector is not None:
+                projector.flush()
         if progress is not None:
             progress(pos, end)
 
@@ -138,20 +138,20 @@ class EmbeddedRuntime:
         out: list[tuple[int, Decision]] = []
         encoded: list[bytes] = []
         times: list[int] = []
-        for rec in records:
-            d = decide(state, rec.value, rec.offset, rec.timestamp)
-            data = encode_decision(d)
-            ch = evolve(state, d, version, data)
-            projector.stage(version, d, ch)
-            encoded.append(data)
-            times.append(rec.timestamp)
-            out.append((version, d))
-            version += 1
-        self.logs.decisions.stage(wb, encoded, timestamps=times)
-        self.logs.stage_position(wb, GOVERNOR_POSITION, records[-1].offset + 1)
-        self.logs.write(wb)  # decisions and input position: one atomic, synced batch
-        projector.flush()  # the projection follows, never leads, the decisions log
-        gc.freeze()  # the folded state is long-lived: keep it out of full collections
+        with batch_gc():
+            for rec in records:
+                d = decide(state, rec.value, rec.offset, rec.timestamp)
+                data = encode_decision(d)
+                ch = evolve(state, d, version, data)
+                projector.stage(version, d, ch)
+                encoded.append(data)
+                times.append(rec.timestamp)
+                out.append((version, d))
+                version += 1
+            self.logs.decisions.stage(wb, encoded, timestamps=times)
+            self.logs.stage_position(wb, GOVERNOR_POSITION, records[-1].offset + 1)
+            self.logs.write(wb)  # decisions and input position: one atomic, synced batch
+            projector.flush()  # the projection follows, never leads, the decisions log
         return out
 
     def run_until_idle(self, max_commands: int = 2048, progress: Progress | None = None) -> int:
