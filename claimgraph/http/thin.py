@@ -119,18 +119,16 @@ class ThinReads:
         if len(q["subject"]) > _ID or len(q["object"]) > _ID:
             return None
         graph = ctx.graph
-        head = graph.head()
         raw_at = q.get("at")
-        if raw_at is None:
-            at = head
-        else:
+        at: int | None = None  # the head, read once by the read itself
+        if raw_at is not None:
             digits = raw_at[1:] if raw_at.startswith("-") else raw_at
             if not (digits.isascii() and digits.isdigit() and len(digits) <= 19):
                 return None
             if len(digits) > 1 and digits[0] == "0":
                 return None  # leading zeros: the route's parser decides
             at = int(raw_at)
-            if not -1 <= at <= min(head, I64):
+            if not -1 <= at <= min(graph.head(), I64):
                 return None  # a version to wait for, or out of range: the route answers
         view: Any = graph.edge(et, s, o, at=at).as_dict()
         return _ENCODE(view).encode("utf-8")
