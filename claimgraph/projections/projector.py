@@ -24,6 +24,7 @@ from claimgraph.logs.rocks import (
     open_or_stand_in,
     open_rdict,
     open_secondary,
+    uncached,
     valid,
     write,
 )
@@ -205,7 +206,7 @@ class Projector:
 
     def _load_claim(self, claim_id: str) -> dict[str, Any]:
         """A claim's record from its newest row (claims staged in this batch are cached)."""
-        it = self.store.db.iter()
+        it = self.store.db.iter(uncached())
         prefix = CLAIM + claim_id.encode("utf-8") + b"\x00"
         it.seek(prefix)
         if not valid(it, self.store.place, f"reading claim {claim_id!r}") or (
