@@ -231,3 +231,115 @@ def test_read_edges_answers_each_edge_as_get_edge_does_at_one_version(tmp_path: 
     assert rs[2].status_code == 413 and rs[2].json()["reason"] == "too_large"
     assert rs[3].status_code == 401
     g.close()
+
+
+def _read_edges_graph(g: claimgraph.Graph) -> tuple[list[tuple[str, str, str]], int]:
+    """Edges present, quarantined (unknown) and absent, and the version before the conflict."""
+    v0 = g.assert_("depends_on", "service:a", "service:b", agent="inventory").version
+    g.deny("depends_on", "service:a", "service:b", agent="tracer")  # quarantined: unknown
+    g.assert_("depends_on", "service:c", "service:b", agent="inventory")
+    g.assert_("owns", "service:c", "database:d", agent="inventory")
+    edges = [
+        ("depends_on", "service:a", "service:b"),
+        ("depends_on", "service:c", "service:b"),
+        ("owns", "service:c", "database:d"),
+        ("depends_on", "service:zz", "service:b"),
+    ]
+    return edges, v0
+
+
+def test_sdk_read_edges_over_a_real_server_equals_single_reads(tmp_path: Path) -> None:
+    """The sync and async SDK's read_edges, against uvicorn on a socket, answer at every
+    version what edge() answers edge by edge (and what the embedded graph answers); a run's
+    read_edges is served at its pinned version and traced as edge reads that replay; more
+    edges than --max-batch is a LimitError naming the limit; a future version times out."""
+    from claimgraph.errors import InputError, LimitError
+    from claimgraph.sdk.aio_http import aconnect
+
+    with served(tmp_path / "g") as (url, g, _sessions):
+        edges, v0 = _read_edges_graph(g)
+        head = g.head()
+        with claimgraph.connect(url, token=TOKENS["tracer"]) as c:
+            for v in range(-1, head + 1):
+                singles = [c.edge(*e, at=v) for e in edges]
+                assert c.read_edges(edges, at=v) == singles == g.read_edges(edges, at=v)
+            assert [e.state for e in c.read_edges(edges)] == [
+                "unknown", "present", "present", "absent",
+            ]  # fmt: skip
+            with pytest.raises(LimitError, match="1001 edges in one request; at most 1000"):
+                c.read_edges([edges[0]] * 1001)
+            with pytest.raises(claimgraph.VersionNotYetAvailable):
+                c.read_edges(edges, at=head + 5, timeout=0.1)
+            for reader in (c, g):  # malformed input: a named error before any read
+                with pytest.raises(InputError, match="edge 1 of read_edges is"):
+                    reader.read_edges([edges[0], ("owns", "service:a")])
+                with pytest.raises(InputError, match="is not a node"):
+                    reader.read_edges([("owns", "checkout", "database:d")])
+            g.assert_("owns", "service:a", "database:d", agent="inventory")  # after the pin
+            with c.run(agent="tracer", task="t", snapshot=claimgraph.Snapshot(v0, "s")) as run:
+                pinned = run.read_edges([*edges, ("owns", "service:a", "database:d")])
+            assert [e.state for e in pinned] == ["present"] + ["absent"] * 4
+            assert pinned == [
+                c.edge(*e, at=v0) for e in [*edges, ("owns", "service:a", "database:d")]
+            ]
+            reads = [e for e in g.run_events(run.run_id) if e["kind"] == "read"]
+            assert len(reads) == 5 and all('"op": "edge"' in e["payload"] for e in reads)
+            assert g.replay_run(run.run_id).identical
+
+        async def go() -> tuple[list[Any], list[Any], str]:
+            a = await aconnect(url, token=TOKENS["tracer"])
+            try:
+                batch = await a.read_edges(edges, at=v0 + 1)
+                singles = [await a.edge(*e, at=v0 + 1) for e in edges]
+                snap = claimgraph.Snapshot(v0, "s2")
+                async with a.run(agent="tracer", task="t", snapshot=snap) as run:
+                    assert await run.read_edges(edges) == g.read_edges(edges, at=v0)
+                assert (await a.replay_run(run.run_id)).identical
+                try:
+                    await a.read_edges([edges[0]] * 1001)
+                except LimitError as exc:
+                    return batch, singles, str(exc)
+                return batch, singles, ""
+            finally:
+                await a.aclose()
+
+        batch, singles, err = anyio.run(go)
+        assert batch == singles == g.read_edges(edges, at=v0 + 1)
+        assert batch[0].state == "unknown"
+        assert "at most 1000" in err and "--max-batch" in err
+
+
+def test_mcp_read_edges_answers_as_read_edge_does_in_one_call(tmp_path: Path) -> None:
+    """read_edges over MCP (streamable HTTP): one answer per edge, in order, equal to
+    read_edge's at the run's pinned version, each traced as an edge read that replays; with
+    ``at`` it reads there (traced as a tool call); more than 100 edges is a tool error."""
+    with served(tmp_path / "g") as (url, g, _sessions):
+        edges, v0 = _read_edges_graph(g)
+        items = [{"edge_type": t, "subject": s, "object": o} for t, s, o in edges]
+
+        async def go() -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any], bool, str]:
+            headers = {"Authorization": f"Bearer {TOKENS['tracer']}"}
+            async with (
+                httpx.AsyncClient(headers=headers, timeout=30) as client,
+                streamable_http_client(f"{url}/mcp", http_client=client) as (r, w, _),
+                ClientSession(r, w) as s,
+            ):
+                await s.initialize()
+                batch = result(await s.call_tool("read_edges", {"edges": items}))
+                singles = [result(await s.call_tool("read_edge", i)) for i in items]
+                old = result(await s.call_tool("read_edges", {"edges": items, "at": v0}))
+                big = await s.call_tool("read_edges", {"edges": items * 26})
+                info = result(await s.call_tool("run_info", {}))
+                await s.call_tool("end_run", {})
+                return batch, singles, old, bool(big.isError), info["run_id"]
+
+        batch, singles, old, big_failed, run_id = anyio.run(go)
+        assert batch["edges"] == singles
+        assert [e["state"] for e in singles] == ["unknown", "present", "present", "absent"]
+        assert old["version"] == v0
+        assert [e["state"] for e in old["edges"]] == ["present", "absent", "absent", "absent"]
+        assert big_failed
+        events = g.run_events(run_id)
+        assert sum(e["kind"] == "read" for e in events) == 8  # four in the batch, four single
+        assert [e for e in events if e["kind"] == "tool" and "read_edges" in e["payload"]]
+        assert g.replay_run(run_id).identical

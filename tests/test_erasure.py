@@ -158,3 +158,41 @@ def test_erase_in_the_same_batch_as_its_claim(tmp_path: Path) -> None:
         verify(g)
     finally:
         g.close()
+
+
+def _claim_rows(g: Graph, claim_id: str) -> list[tuple[bytes, bytes]]:
+    prefix = b"K" + claim_id.encode() + b"\x00"
+    it = g.reader.db.iter()
+    it.seek(prefix)
+    out = []
+    while it.valid() and bytes(it.key()).startswith(prefix):
+        out.append((bytes(it.key()), bytes(it.value())))
+        it.next()
+    it.status()  # raises if the iterator stopped on an error rather than at the end
+    return out
+
+
+def test_rows_after_an_erase_do_not_depend_on_a_restart(tmp_path: Path) -> None:
+    """A claim's rows written after its erase carry ``erased`` whether the projector still had
+    the scrubbed record cached or read it back after a restart: the same bytes either way (a
+    restart between an erase and the claim's next status change once changed them)."""
+    rows = []
+    for restart in (False, True):
+        g = _graph(tmp_path / f"g{restart}")
+        c = g.assert_("depends_on", "service:a", "service:b", agent="inventory",
+                      evidence=[SECRET], asserted_at=1, command_id="c1")  # fmt: skip
+        g.deny("depends_on", "service:a", "service:b", agent="tracer", asserted_at=1,
+               command_id="d1")  # fmt: skip
+        r = g.erase(c.command_id, agent="admin", reason="PR-20")
+        if restart:
+            g.close()
+            g = open_graph(tmp_path / f"g{restart}")
+        try:
+            g.resolve(g.quarantine()[0]["conflict_id"], winner=c.command_id, agent="reviewer")
+            latest = g.claim_info(c.command_id)
+            assert latest is not None and latest["erased"] == r.version
+            audit(g)
+            rows.append(_claim_rows(g, c.command_id))
+        finally:
+            g.close()
+    assert len(rows[0]) >= 3 and rows[0] == rows[1]

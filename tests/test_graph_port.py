@@ -204,6 +204,12 @@ def test_reads_at_every_version(port: AsAgent) -> None:
     unknown = inv.edge(*edge, at=d.version)
     assert (unknown.state, unknown.conflict_id) == ("unknown", conflict)
     assert inv.slot("owns", "database:d", direction="in", at=o.version).nodes == (("service", "a"),)
+    batch = [edge, ("owns", "service:a", "database:d"), ("owns", "service:zz", "database:d")]
+    for v in (a.version - 1, a.version, o.version, d.version):  # one read, one version
+        assert inv.read_edges(batch, at=v) == [inv.edge(*e, at=v) for e in batch]
+    assert [e.state for e in inv.read_edges(batch, at=d.version)] == [
+        "unknown", "present", "absent",
+    ]  # fmt: skip
     ns = inv.neighbors("service:a", at=d.version)
     assert {(n.edge_type, n.node, n.state) for n in ns} == {
         ("depends_on", ("service", "b"), "unknown"),
@@ -240,12 +246,16 @@ def test_runs_pin_a_version_and_replay(port: AsAgent) -> None:
         assert run.version == snap.version
         assert run.edge("owns", "service:a", "database:d").state == "present"
         assert run.edge("owns", "service:b", "database:e").state == "absent"  # pinned before
+        both = run.read_edges(
+            [("owns", "service:a", "database:d"), ("owns", "service:b", "database:e")]
+        )
+        assert [e.state for e in both] == ["present", "absent"]  # one read, each traced
     report = inv.replay_run(run.run_id)
     assert report.identical
     (summary,) = [s for s in inv.runs() if s.run_id == run.run_id]
     assert summary.pinned_version == snap.version and not summary.live
     kinds = [e["kind"] for e in inv.run_events(run.run_id)]
-    assert kinds == ["start", "read", "read", "end"]
+    assert kinds == ["start", "read", "read", "read", "read", "end"]
 
 
 def test_a_version_above_head_is_waited_for_then_refused(port: AsAgent) -> None:

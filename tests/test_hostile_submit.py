@@ -394,7 +394,7 @@ def test_submit_prints_each_decision_verbatim(tmp_path: Path) -> None:
     would render (``:smile:`` emoji codes, ``[bold]`` markup, long lines) comes out as
     written, and the order is the input's."""
     _graph_dir(tmp_path)
-    why = ":smile: [bold]not markup[/bold] " + "w" * 300
+    why = ":smile: [bold]not markup[/bold] ünïcödé \u2028 " + "w" * 300
     lines = [
         json.dumps(
             {
@@ -412,7 +412,12 @@ def test_submit_prints_each_decision_verbatim(tmp_path: Path) -> None:
     (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     r = _run(["--data", "g", "submit", "in.jsonl"], tmp_path)
     assert r.returncode == 0, r.stderr
-    out = r.stdout.splitlines()
+    out = r.stdout.split("\n")  # not splitlines(): U+2028 inside a line is not a line break
+    assert out.pop() == ""
     assert [json.loads(x)["command_id"] for x in out] == ["v-0", "v-1", "v-2"]
     assert all(json.loads(x)["claim"]["reasoning"] == why for x in out)
+    # compact JSON, UTF-8 as written: each line is exactly its value re-encoded without spaces
+    assert all(
+        x == json.dumps(json.loads(x), ensure_ascii=False, separators=(",", ":")) for x in out
+    )
     assert r.stderr == ""  # no progress bar when stderr is not a terminal

@@ -294,6 +294,7 @@ def test_serve_sdk_and_runs_blocks(workdir: Path) -> None:
         exec(compile(code, "README.md", "exec"), env)
         version, identical = printed[0].split()
         assert int(version) >= 1 and identical == "True", printed
+        assert printed[1:] == ["['present', 'absent']"], printed  # read_edges at that version
         runs: list[str] = []
 
         def run_ids(line: str) -> bool:

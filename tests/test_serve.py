@@ -85,7 +85,8 @@ def test_readme_sdk_synopsis_runs_over_http(tmp_path: Path) -> None:
         out: list[str] = []
         env = {"APP": create_app(g, tokens), "print": lambda *a: out.append(" ".join(map(str, a)))}
         exec(compile(code, "README.md", "exec"), env)
-        assert out == [f"{g.head()} True"]  # the claim landed at head; replay: same inputs
+        # the claim landed at head; replay: same inputs; the batch read at its version
+        assert out == [f"{g.head()} True", "['present', 'absent']"]
         (summary,) = g.runs()
         assert (summary.agent, summary.reads, summary.tools, summary.writes) == (
             "release-agent",

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import workload
+from sections import write_head
 from workload import EXPECTED, GRAPH, HUB_DEGREE, WEIGHTS, generate, read_frames
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -1046,14 +1047,9 @@ def write_report(path: Path, r: dict[str, Any]) -> None:
     L += ["", "### Neighbors", ""]
     L += _profile_tables(r["reads"]["profile_neighbors"], "neighbors queries")
     L += [""]
-    # the other benchmarks (Kafka, HTTP, versions) own the sections after their markers: keep
-    # them, so re-running this one alone does not erase their last results
-    tail = ""
-    if path.exists():
-        old = path.read_text(encoding="utf-8")
-        cut = old.find("\n<!-- ")
-        tail = old[cut + 1 :] if cut >= 0 else ""
-    path.write_text("\n".join(L) + ("\n" + tail if tail else ""), encoding="utf-8")
+    # the other benchmarks own the sections after their markers: re-running this one alone
+    # keeps their last results
+    write_head(path, "\n".join(L))
 
 
 # -- main ------------------------------------------------------------------------------------

@@ -13,6 +13,9 @@
    sync HTTP SDK with as many threads (one client each);
 5. **paths** and **reach** at 3 hops from random nodes, in process (p50/p99).
 
+Every measurement runs ``--rounds`` times (at least 3): rates are min / median / max,
+latencies and cost ratios those of the median round.
+
 The report replaces the section after ``<!-- agents-benchmarks -->`` in --out.
 """
 
@@ -41,6 +44,8 @@ import httpx
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from rounds import MIN_ROUNDS, rate, repeat
+from sections import write_section
 
 import claimgraph
 
@@ -261,7 +266,11 @@ def main() -> None:
     ap.add_argument("--reads", type=int, default=2_000, help="reads per concurrency level")
     ap.add_argument("--starts", type=int, default=1_000, help="random start nodes for queries")
     ap.add_argument("--dir", type=Path, default=ROOT / "bench-data" / "agents")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds (>= 3): min / median / max")
     a = ap.parse_args()
+    if a.rounds < MIN_ROUNDS:
+        ap.error(f"--rounds must be at least {MIN_ROUNDS} (min / median / max)")
+    k = a.rounds
     services = max(100, a.commands // 10)
     shutil.rmtree(a.dir, ignore_errors=True)
     a.dir.mkdir(parents=True)
@@ -275,20 +284,24 @@ def main() -> None:
     with claimgraph.open(data) as g:
         head = g.head()
         with g.run(agent="tracer") as run:
-            res["sdk_inproc"] = timed(lambda r: run.edge(**_pos(args(r))), a.calls, seed=11)
+            res["sdk_inproc"] = repeat(
+                k, lambda: timed(lambda r: run.edge(**_pos(args(r))), a.calls, seed=11)
+            )
         starts = random.Random(3)
         nodes = [f"service:s{starts.randrange(services)}" for _ in range(a.starts)]
         pairs = [(n, f"service:s{starts.randrange(services)}") for n in nodes]
-        res["reach"] = _each(lambda n: g.reach(n, max_hops=3, limit=1000), nodes)
-        res["paths"] = _each(lambda p: g.paths(p[0], p[1], max_hops=3), pairs)
+        res["reach"] = repeat(k, lambda: _each(lambda n: g.reach(n, max_hops=3, limit=1000), nodes))
+        res["paths"] = repeat(k, lambda: _each(lambda p: g.paths(p[0], p[1], max_hops=3), pairs))
         sizes = [len(g.reach(n, max_hops=3, limit=1000).nodes) for n in nodes[:100]]
     say(f"in-process run.edge: {res['sdk_inproc']}")
     say(f"reach: {res['reach']}  paths: {res['paths']}")
-    res["mcp_stdio"] = mcp_stdio(data, services, a.calls)
+    res["mcp_stdio"] = repeat(k, lambda: mcp_stdio(data, services, a.calls))
     say(f"MCP stdio read_edge: {res['mcp_stdio']}")
 
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    server_log = a.dir / "serve.log"
+    log_file = server_log.open("w")  # a line per request: a file, never an unread pipe
     server = subprocess.Popen(
         [
             sys.executable,
@@ -302,7 +315,7 @@ def main() -> None:
             "--tick",
             "0",
         ],
-        stdout=subprocess.PIPE,
+        stdout=log_file,
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
@@ -317,29 +330,34 @@ def main() -> None:
             except httpx.HTTPError:
                 pass
             if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"serve did not start: {server.stdout and server.stdout.read()}")
+                raise SystemExit(f"serve did not start: {server_log.read_text()[-2000:]}")
             time.sleep(0.1)
         doc = json.loads((data / "tokens.json").read_text())  # plain JSON
         token = next(e["token"] for e in doc["tokens"] if e["agent"] == "admin")
         with claimgraph.connect(url, token=token) as c, c.run(agent="admin") as run:
-            res["sdk_http"] = timed(lambda r: run.edge(**_pos(args(r))), a.calls, seed=11)
+            res["sdk_http"] = repeat(
+                k, lambda: timed(lambda r: run.edge(**_pos(args(r))), a.calls, seed=11)
+            )
         say(f"HTTP SDK run.edge: {res['sdk_http']}")
-        res["mcp_http"] = mcp_http(url, token, services, a.calls)
+        res["mcp_http"] = repeat(k, lambda: mcp_http(url, token, services, a.calls))
         say(f"MCP HTTP read_edge: {res['mcp_http']}")
         for conc in (1, 16, 64):
-            res[f"async_{conc}"] = async_reads(url, token, services, a.reads, conc)
-            res[f"sync_{conc}"] = sync_reads(url, token, services, a.reads, conc)
+            res[f"async_{conc}"] = repeat(
+                k, lambda c=conc: async_reads(url, token, services, a.reads, c)
+            )
+            res[f"sync_{conc}"] = repeat(
+                k, lambda c=conc: sync_reads(url, token, services, a.reads, c)
+            )
             say(f"c={conc}: async {res[f'async_{conc}']}  sync {res[f'sync_{conc}']}")
     finally:
         server.send_signal(signal.SIGINT)
-        server.communicate(timeout=30)
+        server.wait(timeout=30)
+        log_file.close()
     shutil.rmtree(a.dir, ignore_errors=True)
     report = _report(a, services, head, res, sizes)
     print(report)
     if a.out:
-        old = a.out.read_text() if a.out.exists() else ""
-        kept = old.split(MARKER)[0].rstrip() + "\n\n" if old else ""
-        a.out.write_text(kept + MARKER + "\n" + report)
+        write_section(a.out, MARKER, report)
         say(f"wrote {a.out}")
 
 
@@ -360,7 +378,7 @@ def _each(fn: Callable[[Any], Any], items: list[Any]) -> dict[str, float]:
 def _report(a: Any, services: int, head: int, r: dict[str, Any], sizes: list[int]) -> str:
     def row(name: str, x: dict[str, float], base: dict[str, float] | None = None) -> str:
         ratio = f"{x['mean_us'] / base['mean_us']:,.1f}×" if base else ""
-        return f"| {name} | {x['per_s']:,.0f} | {x['p50_us']:,.0f} | {x['p99_us']:,.0f} | {ratio} |"
+        return f"| {name} | {rate(x)} | {x['p50_us']:,.0f} | {x['p99_us']:,.0f} | {ratio} |"
 
     lines = [
         "## claimgraph benchmarks: agents (MCP, async SDK, paths and reach)",
@@ -370,7 +388,9 @@ def _report(a: Any, services: int, head: int, r: dict[str, Any], sizes: list[int
         f"{a.calls:,} tool calls per MCP measurement, {a.reads:,} reads per concurrency "
         f"level, {a.starts:,} random start nodes for paths/reach. Machine: "
         f"{platform.machine()}, {os.cpu_count()} CPUs (shared), Python "
-        f"{platform.python_version()}; client and server on loopback.",
+        f"{platform.python_version()}; client and server on loopback. Each figure from "
+        f"{a.rounds} rounds: rates as min / median / max, latencies and cost ratios from the "
+        "median round.",
         "",
         "### MCP tool call vs the SDK call it wraps (`read_edge` vs `run.edge`, same reads)",
         "",
@@ -389,8 +409,8 @@ def _report(a: Any, services: int, head: int, r: dict[str, Any], sizes: list[int
     for c in (1, 16, 64):
         x, y = r[f"async_{c}"], r[f"sync_{c}"]
         lines.append(
-            f"| {c} | {x['per_s']:,.0f} | {x['p50_us']:,.0f} | {x['p99_us']:,.0f} "
-            f"| {y['per_s']:,.0f} | {y['p50_us']:,.0f} | {y['p99_us']:,.0f} |"
+            f"| {c} | {rate(x)} | {x['p50_us']:,.0f} | {x['p99_us']:,.0f} "
+            f"| {rate(y)} | {y['p50_us']:,.0f} | {y['p99_us']:,.0f} |"
         )
     lines += [
         "",
@@ -401,9 +421,9 @@ def _report(a: Any, services: int, head: int, r: dict[str, Any], sizes: list[int
         "| query | p50 µs | p99 µs | per s |",
         "|---|---:|---:|---:|",
         f"| reach(node, max_hops=3, limit=1000) | {r['reach']['p50_us']:,.0f} "
-        f"| {r['reach']['p99_us']:,.0f} | {r['reach']['per_s']:,.1f} |",
+        f"| {r['reach']['p99_us']:,.0f} | {rate(r['reach'], 1)} |",
         f"| paths(src, dst, max_hops=3) | {r['paths']['p50_us']:,.0f} "
-        f"| {r['paths']['p99_us']:,.0f} | {r['paths']['per_s']:,.1f} |",
+        f"| {r['paths']['p99_us']:,.0f} | {rate(r['paths'], 1)} |",
         "",
         f"Nodes reached within 3 hops (first 100 starts): median "
         f"{statistics.median(sizes):,.0f}, max {max(sizes):,}.",

@@ -22,6 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from sections import write_section  # noqa: E402
 
 MARKER = "<!-- chain-benchmarks -->"
 
@@ -106,9 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.out is None:
         print(text)
     else:
-        old = a.out.read_text(encoding="utf-8") if a.out.exists() else ""
-        kept = old.split(MARKER)[0].rstrip() + "\n\n" if old else ""
-        a.out.write_text(kept + MARKER + "\n" + text, encoding="utf-8")
+        write_section(a.out, MARKER, text)
     return 0
 
 

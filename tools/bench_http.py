@@ -13,6 +13,9 @@
    process (the load generator); then raw ``httpx`` GETs from several threads for req/s;
 4. report, and the ratio of HTTP cost to in-process cost per read (mean latency).
 
+Each measurement runs ``--rounds`` times (at least 3): calls/s are given as min / median /
+max, latencies and the cost ratio are those of the median rounds.
+
 The report replaces the section after ``<!-- http-benchmarks -->`` in --out.
 """
 
@@ -36,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from rounds import MIN_ROUNDS, rate, repeat
+from sections import write_section
 
 import claimgraph
 
@@ -186,7 +191,10 @@ def main() -> None:
     ap.add_argument("--reads", type=int, default=None)
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--dir", type=Path, default=ROOT / "bench-data" / "http")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds (>= 3): min / median / max")
     args = ap.parse_args()
+    if args.rounds < MIN_ROUNDS:
+        ap.error(f"--rounds must be at least {MIN_ROUNDS} (min / median / max)")
     commands = args.commands or (5_000 if args.quick else 50_000)
     n = args.reads or (2_000 if args.quick else 10_000)
     services = max(50, commands // 10)
@@ -203,16 +211,20 @@ def main() -> None:
         head = g.head()
         ops = reads(edges, head, services)
         for name, fn in ops.items():
-            results[f"inproc_{name}"] = timed(g, fn, n, seed=11)
-            say(f"in-process {name}: {results[f'inproc_{name}']}")
+            results[f"inproc_{name}"] = repeat(args.rounds, lambda f=fn: timed(g, f, n, seed=11))
+            say(f"in-process {name}: {rate(results[f'inproc_{name}'])}/s")
 
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    server = subprocess.Popen(
-        [sys.executable, "-m", "claimgraph", "--data", str(data), "serve", "--port", str(port),
-         "--tick", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-    )  # fmt: skip
+    # serve logs a line per request: to a file, never a pipe nobody reads (a full pipe blocks
+    # the server, and the client times out)
+    server_log = args.dir / "serve.log"
+    with server_log.open("w") as log_file:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "claimgraph", "--data", str(data), "serve", "--port",
+             str(port), "--tick", "0"],
+            stdout=log_file, stderr=subprocess.STDOUT, text=True, env=env,
+        )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -223,56 +235,58 @@ def main() -> None:
             except httpx.HTTPError:
                 pass
             if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"serve did not start: {server.stdout and server.stdout.read()}")
+                raise SystemExit(f"serve did not start: {server_log.read_text()[-2000:]}")
             time.sleep(0.1)
         doc = json.loads((data / "tokens.json").read_text())  # plain JSON
         token = next(e["token"] for e in doc["tokens"] if e["agent"] == "admin")
         with claimgraph.connect(url, token=token) as c:
             for name, fn in ops.items():
-                results[f"http_{name}"] = timed(c, fn, n, seed=11)
-                say(f"HTTP {name}: {results[f'http_{name}']}")
-        results["raw_edge"] = raw_load(url, token, edges, head, args.threads, n)
-        say(f"raw httpx, {args.threads} threads: {results['raw_edge']}")
+                results[f"http_{name}"] = repeat(args.rounds, lambda f=fn: timed(c, f, n, seed=11))
+                say(f"HTTP {name}: {rate(results[f'http_{name}'])}/s")
+        results["raw_edge"] = repeat(
+            args.rounds, lambda: raw_load(url, token, edges, head, args.threads, n)
+        )
+        say(f"raw httpx, {args.threads} threads: {rate(results['raw_edge'])}/s")
     finally:
         server.send_signal(signal.SIGINT)
-        server.communicate(timeout=30)
+        server.wait(timeout=30)
     shutil.rmtree(args.dir, ignore_errors=True)
 
     lines = [
         "## claimgraph benchmarks: HTTP API",
         "",
         f"`make bench` runs `tools/bench_http.py` (this run: {commands:,} claims, head "
-        f"v{head:,}, {n:,} reads per measurement, random versions in [0, head]). "
+        f"v{head:,}, {n:,} reads per measurement, random versions in [0, head], "
+        f"{args.rounds} rounds of each: calls/s as min / median / max, latencies and the "
+        "cost ratio from the median rounds). "
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}; server `claimgraph serve` (uvicorn, one process), load "
         "generator in a second process (this script) on loopback. Shared machine: treat "
         "absolute numbers as indicative, ratios as the finding.",
         "",
         "| read | in process: calls/s | p50 µs | p99 µs | HTTP SDK: calls/s | p50 µs | p99 µs "
-        "| HTTP / in-process cost |",
+        "| HTTP / in-process cost |",  # calls/s: min / median / max
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name in ("edge", "neighbors"):
         a, b = results[f"inproc_{name}"], results[f"http_{name}"]
         lines.append(
-            f"| {name} | {a['per_s']:,.0f} | {a['p50_us']:,.0f} | {a['p99_us']:,.0f} "
-            f"| {b['per_s']:,.0f} | {b['p50_us']:,.0f} | {b['p99_us']:,.0f} "
+            f"| {name} | {rate(a)} | {a['p50_us']:,.0f} | {a['p99_us']:,.0f} "
+            f"| {rate(b)} | {b['p50_us']:,.0f} | {b['p99_us']:,.0f} "
             f"| {b['mean_us'] / a['mean_us']:,.1f}× |"
         )
     r = results["raw_edge"]
     lines += [
         "",
         f"Raw `httpx` GET /v1/edge from {r['threads']} threads (keep-alive, one connection "
-        f"each): {r['per_s']:,.0f} requests/s, p50 {r['p50_us']:,.0f} µs, p99 "
-        f"{r['p99_us']:,.0f} µs.",
+        f"each): {rate(r)} requests/s (min / median / max); the median "
+        f"round's p50 {r['p50_us']:,.0f} µs, p99 {r['p99_us']:,.0f} µs.",
         "",
     ]
     report = "\n".join(lines)
     print(report)
     if args.out:
-        old = args.out.read_text() if args.out.exists() else ""
-        kept = old.split(MARKER)[0].rstrip() + "\n\n" if old else ""
-        args.out.write_text(kept + MARKER + "\n" + report)
+        write_section(args.out, MARKER, report)
         say(f"wrote {args.out}")
 
 

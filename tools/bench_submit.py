@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TOOLS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TOOLS))
 
+from sections import write_section  # noqa: E402
 from workload import SCHEMA  # noqa: E402
 
 MARKER = "<!-- submit-benchmarks -->"
@@ -234,19 +235,6 @@ def report(a: argparse.Namespace, res: dict[str, Any]) -> str:
     return "\n".join(L)
 
 
-def write_section(path: Path, text: str) -> None:
-    """Replace this tool's section (from its marker to the next marker) or append it."""
-    old = path.read_text(encoding="utf-8") if path.exists() else ""
-    start = old.find(MARKER)
-    if start < 0:
-        new = old.rstrip() + "\n\n" + MARKER + "\n" + text
-    else:
-        end = old.find("\n<!-- ", start + len(MARKER))
-        tail = old[end + 1 :] if end >= 0 else ""
-        new = old[:start] + MARKER + "\n" + text + ("\n" + tail if tail else "")
-    path.write_text(new, encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
     p.add_argument("--claims", type=int, default=100_000)
@@ -286,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.out is None:
             print(text)
         else:
-            write_section(a.out, text)
+            write_section(a.out, MARKER, text)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

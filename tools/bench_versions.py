@@ -39,6 +39,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
+from sections import write_section  # noqa: E402
+
+MARKER = "<!-- versions-benchmarks -->"
+
 
 def log(msg: str) -> None:
     print(f"[bench_versions {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -276,11 +280,8 @@ def main(argv: list[str]) -> int:
     text = report(r)
     if a.out is None:
         print(text)
-    else:  # replace our section (after the marker), keep everything before it
-        marker = "<!-- versions-benchmarks -->"
-        old = a.out.read_text(encoding="utf-8") if a.out.exists() else ""
-        kept = old.split(marker)[0].rstrip() + "\n\n" if old else ""
-        a.out.write_text(kept + marker + "\n" + text, encoding="utf-8")
+    else:  # replace our section (up to the next marker), keep every other one
+        write_section(a.out, MARKER, text)
         log(f"wrote the section to {a.out}")
     return 0
 

@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_submit import write_claims  # noqa: E402
+from sections import write_section  # noqa: E402
 from workload import SCHEMA  # noqa: E402
 
 MARKER = "<!-- wrk-benchmarks -->"
@@ -203,15 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.out is None:
         print(text)
     else:
-        old = a.out.read_text(encoding="utf-8") if a.out.exists() else ""
-        start = old.find(MARKER)
-        if start < 0:
-            new = old.rstrip() + "\n\n" + MARKER + "\n" + text
-        else:
-            end = old.find("\n<!-- ", start + len(MARKER))
-            tail = old[end + 1 :] if end >= 0 else ""
-            new = old[:start] + MARKER + "\n" + text + ("\n" + tail if tail else "")
-        a.out.write_text(new, encoding="utf-8")
+        write_section(a.out, MARKER, text)
     return 0
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from pydantic_core import to_json
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -266,10 +267,12 @@ def emit(obj: Any) -> None:
 
 
 def emit_lines(objs: Iterable[Any]) -> None:
-    """JSON Lines on stdout in one buffered write (machine output of bulk commands)."""
-    text = "\n".join(map(_JSON, objs))
-    if text:
-        sys.stdout.write(text + "\n")
+    """Compact JSON Lines (UTF-8, no spaces) on stdout in one buffered write: the machine
+    output of bulk commands. Encoded by pydantic-core (Rust), about 3x faster than ``json``
+    for a decision, which is a tenth of ``submit``'s time."""
+    data = b"\n".join([to_json(o, fallback=str) for o in objs])
+    if data:
+        sys.stdout.write(data.decode("utf-8") + "\n")
 
 
 def decision_line(r: Receipt) -> str:

@@ -27,7 +27,15 @@ from claimgraph.core.commands import COMMANDS
 from claimgraph.mcp.session import AgentSession
 from claimgraph.service.queries import QUERY_LIMITS
 
-__all__ = ["INSTRUCTIONS", "MAX_WRITE_CLAIMS", "ClaimItem", "SessionOf", "build_server"]
+__all__ = [
+    "INSTRUCTIONS",
+    "MAX_READ_EDGES",
+    "MAX_WRITE_CLAIMS",
+    "ClaimItem",
+    "EdgeItem",
+    "SessionOf",
+    "build_server",
+]
 
 SessionOf = Callable[[Context[Any, Any, Any]], AgentSession]
 T = TypeVar("T")
@@ -64,6 +72,16 @@ EdgeTypes = Annotated[
 
 
 MAX_WRITE_CLAIMS = 100  # claims per write_claims call
+MAX_READ_EDGES = 100  # edges per read_edges call
+
+
+class EdgeItem(BaseModel):
+    """One edge of a read_edges call."""
+
+    model_config = ConfigDict(extra="forbid")
+    edge_type: EdgeType
+    subject: Node
+    object: Node
 
 
 class ClaimItem(BaseModel):
@@ -136,6 +154,25 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
         run's pinned version. unknown comes with a conflict_id: writers disagree and the
         edge is quarantined — do not guess its value."""
         return await call(ctx, AgentSession.read_edge, edge_type, subject, object, at)
+
+    @mcp.tool()
+    async def read_edges(
+        ctx: Context[Any, Any, Any],
+        edges: Annotated[
+            list[EdgeItem],
+            Field(
+                min_length=1,
+                max_length=MAX_READ_EDGES,
+                description=f"The edges to read, in order (at most {MAX_READ_EDGES}).",
+            ),
+        ],
+        at: At = None,
+    ) -> dict[str, Any]:
+        """Several read_edge questions in one call, all at the same version (your run's
+        pinned one): one answer per edge, in order, each as read_edge gives it (present,
+        absent or unknown with a conflict_id — never guess an unknown edge's value)."""
+        items = [e.model_dump() for e in edges]
+        return await call(ctx, AgentSession.read_edges, items, at)
 
     @mcp.tool()
     async def read_slot(

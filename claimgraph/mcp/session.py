@@ -208,6 +208,19 @@ class AgentSession:
             )
         return _edge(e)
 
+    def read_edges(self, edges: Sequence[dict[str, str]], at: int | None = None) -> dict[str, Any]:
+        """Several edges in one read at one version, in order; at the pinned version each is
+        traced as its own edge read (replay checks each)."""
+        wanted = [(e["edge_type"], e["subject"], e["object"]) for e in edges]
+        v = self._explicit(at)
+        if v is None:
+            run = self.run()
+            out, version = run.read_edges(wanted), run.version
+        else:
+            out, version = self.graph.read_edges(wanted, at=v), v
+            self._off_run("read_edges", {"edges": [list(w) for w in wanted]}, v, out)
+        return {"version": version, "edges": [_edge(e) for e in out]}
+
     def read_slot(
         self, edge_type: str, node_: str, direction: Direction = "out", at: int | None = None
     ) -> dict[str, Any]:

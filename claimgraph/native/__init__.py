@@ -18,7 +18,7 @@ from types import ModuleType
 
 __all__ = ["ABI", "ACTIVE", "module", "which"]
 
-ABI = 1  # the interface version this package speaks; a stale build with another is not used
+ABI = 2  # the interface version this package speaks; a stale build with another is not used
 
 
 def _load() -> ModuleType | None:

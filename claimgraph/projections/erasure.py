@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from claimgraph.core.erasure import scrub_row
+from claimgraph.core.state import STATUS_NAMES
 from claimgraph.logs.rocks import named, valid, write
 from claimgraph.projections.damage import projection_place
 from claimgraph.projections.iterators import release_iterators
@@ -51,13 +52,15 @@ def stage_erase(projector: Projector, claim_id: str, version: int) -> None:
     projector's current batch, with the decision's applied offset (never ahead of the log)."""
     wb = projector._wb
     scrub_claim(projector.store.db, wb, claim_id, version)  # rows already written
-    for key, row in projector._staged_claims.get(claim_id, ()):  # rows earlier in this batch
+    for key, rec, status, at in projector._staged_claims.get(claim_id, ()):  # earlier in batch
+        row = {**rec, "status": STATUS_NAMES[status], "since": at}  # its claim_row
         if row.get("erased") is None:
             wb.put(key, dumps(scrub_row(row, version)))
     record = projector._claim_records.get(claim_id)
-    if record is not None:  # later rows of the claim are built from the scrubbed record
+    if record is not None:  # later rows of the claim are built from the scrubbed record,
+        # "erased" included: exactly what _load_claim reads back from the scrubbed rows, so a
+        # row's bytes never depend on whether the record was cached (batch cuts, restarts)
         projector._claim_records[claim_id] = scrub_row(record, version)
-        projector._claim_records[claim_id].pop("erased")
     projector.erased.append((claim_id, version))
 
 

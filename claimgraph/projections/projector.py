@@ -151,8 +151,9 @@ class Projector:
         self._wb = WriteBatch(raw_mode=True)
         self._pending = 0
         self._claim_records: dict[str, dict[str, Any]] = {}
-        # claim rows in the current batch, so an erase later in the batch can scrub them too
-        self._staged_claims: dict[str, list[tuple[bytes, dict[str, Any]]]] = {}
+        # claim rows in the current batch, so an erase later in the batch can scrub them too:
+        # (key, record, status, version), the row being claim_row(record, status, version)
+        self._staged_claims: dict[str, list[tuple[bytes, dict[str, Any], int, int]]] = {}
         self.erased: list[tuple[str, int]] = []  # (claim, version) erased, not yet scrubbed
         self.checkpoints: Path | None = None  # checkpoints to scrub of erased payloads
 
@@ -170,9 +171,9 @@ class Projector:
             record = self._claim_records.get(claim_id)
             if record is None:
                 record = self._load_claim(claim_id)
-            ckey, crow = entity_key(CLAIM, claim_id, version), claim_row(record, status, version)
-            wb.put(ckey, dumps(crow))
-            self._staged_claims.setdefault(claim_id, []).append((ckey, crow))
+            ckey = entity_key(CLAIM, claim_id, version)
+            wb.put(ckey, dumps(claim_row(record, status, version)))
+            self._staged_claims.setdefault(claim_id, []).append((ckey, record, status, version))
         for key in ch.edges:
             state, conflict, visible = st.edge_own(key)
             value = dumps([state, conflict, visible])
@@ -203,6 +204,13 @@ class Projector:
             wb.put(rows.input_key(d["input_offset"]), rows.pack_version(version))
         self._pending += 1
         wb.put(_APPLIED, _U64.pack(version + 1))
+
+    def staged_natively(self, count: int, last_version: int) -> None:
+        """``count`` decisions, the last at ``last_version``, had their rows put into this
+        batch by the native core (:mod:`claimgraph.native.batch`), as :meth:`stage` of each
+        would have: count them and stage the applied offset."""
+        self._pending += count
+        self._wb.put(_APPLIED, _U64.pack(last_version + 1))
 
     def _load_claim(self, claim_id: str) -> dict[str, Any]:
         """A claim's record from its newest row (claims staged in this batch are cached)."""

@@ -30,6 +30,7 @@ from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.sdk.aio_runs import AsyncRun
 from claimgraph.service.api import NodeLike, Receipt
 from claimgraph.service.queries import PathsResult, ReachResult
+from claimgraph.service.reads import EdgeRef
 from claimgraph.service.runs import Snapshot, pins_of
 from claimgraph.service.traces import ReplayReport, RunSummary
 
@@ -370,6 +371,14 @@ class AsyncGraph:
     ) -> EdgeView:
         """One edge as of ``at``: present, absent or unknown (with the conflict id)."""
         v: EdgeView = await self._call("edge", edge_type, subject, obj, at=at, timeout=timeout)
+        return v
+
+    async def read_edges(
+        self, edges: Sequence[EdgeRef], *, at: int | None = None, timeout: float = 0.0
+    ) -> list[EdgeView]:
+        """Several edges as of one version (``at``, head by default), in order; over HTTP one
+        request, bounded by the server's ``--max-batch`` (past it: ``LimitError``)."""
+        v: list[EdgeView] = await self._call("read_edges", edges, at=at, timeout=timeout)
         return v
 
     async def slot(

@@ -17,6 +17,7 @@ from claimgraph.errors import InputError, UnknownSlotError
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.service.api import NodeLike, Receipt, node
 from claimgraph.service.queries import PathsResult, ReachResult
+from claimgraph.service.reads import EdgeRef, edge_refs
 from claimgraph.service.runs import Snapshot
 from claimgraph.service.traces import READS_REVISION, digest, jsonable
 
@@ -159,6 +160,24 @@ class AsyncRun:
         return await self._read(
             "edge", args, self.graph.edge(edge_type, subject, obj, at=self.version)
         )
+
+    async def read_edges(self, edges: Sequence[EdgeRef]) -> list[EdgeView]:
+        """Several edges as of the pinned version in one read (over HTTP, one request); each
+        answer is recorded as its own ``edge`` read, as a sync run records it."""
+        wanted = edge_refs(edges)
+        try:
+            out = await self.graph.read_edges(wanted, at=self.version)
+        except UnknownSlotError as exc:
+            self._blocked.setdefault(exc.conflict_id, set()).add(f"read_edges {len(wanted)}")
+            raise
+        for (t, s, o), e in zip(wanted, out, strict=True):
+            args = {"edge_type": t, "subject": list(s), "object": list(o)}
+            query = f"edge {json.dumps(jsonable(args), sort_keys=True)}"
+            self._note(e, query)
+            self._event(
+                "read", {"query": {"op": "edge", "args": jsonable(args)}, "digest": digest(e)}
+            )
+        return out
 
     async def slot(self, edge_type: str, node_: NodeLike, *, direction: str = "out") -> SlotView:
         """An exclusive slot as of the pinned version (recorded)."""

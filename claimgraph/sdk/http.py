@@ -40,7 +40,7 @@ from claimgraph.errors import (
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.service.api import GraphWrites, NodeLike, Receipt, node
 from claimgraph.service.queries import Hop, PathsResult, PathView, Reached, ReachResult
-from claimgraph.service.reads import GraphReads
+from claimgraph.service.reads import EdgeRef, GraphReads, edge_refs
 from claimgraph.service.runs import RunsMixin
 from claimgraph.service.traces import ReplayReport, RunSummary
 
@@ -107,6 +107,27 @@ def slot_view(r: dict[str, Any]) -> SlotView:
         tuple(_tuple(n) for n in r["nodes"]),
         r.get("fallback"),
     )
+
+
+def read_edges_body(edges: Sequence[EdgeRef], at: int | None, timeout: float) -> dict[str, Any]:
+    """The body of ``POST /v1/read/edges``: the edges in order, at one version (head if
+    ``at`` is None). The server refuses more than its ``--max-batch`` (default 1000)."""
+    items = [
+        {"edge_type": t, "subject": f"{s[0]}:{s[1]}", "object": f"{o[0]}:{o[1]}"}
+        for t, s, o in edge_refs(edges)
+    ]
+    body: dict[str, Any] = {"edges": items, "timeout": timeout}
+    if at is not None:
+        body["at"] = at
+    return body
+
+
+def read_edges_result(n: int, r: dict[str, Any]) -> list[EdgeView]:
+    """``POST /v1/read/edges``'s answer as views; one per edge asked, or an error."""
+    out = [_edge_view(e) for e in r["edges"]]
+    if len(out) != n:
+        raise ClaimgraphError(f"asked {n} edges, the server answered {len(out)}")
+    return out
 
 
 def _hop(h: dict[str, Any]) -> Hop:
@@ -461,6 +482,40 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
         if e.state == "unknown":
             self._note_blocked(e.conflict_id, f"edge {edge_type} {e.subject} {e.object}")
         return e
+
+    def read_edges(
+        self,
+        edges: Sequence[EdgeRef],
+        *,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> list[EdgeView]:
+        """Several edges as of one version (``at``, head by default), in one request
+        (``POST /v1/read/edges``): each answer equals :meth:`edge`'s at that version.
+
+        ``edges`` are ``(edge_type, subject, object)``. More edges than the server's
+        ``--max-batch`` (default 1000) raise :class:`~claimgraph.errors.LimitError` and read
+        nothing: split the list, passing the first answer's version as ``at`` to keep one
+        version. A version not applied within ``timeout`` raises
+        :class:`~claimgraph.errors.VersionNotYetAvailable`.
+        """
+        body = read_edges_body(edges, at, timeout)
+        resp = self._request("POST", "/v1/read/edges", json=body)
+        if resp.status_code != 200:
+            try:
+                self._raise(resp)
+            except UnknownSlotError as exc:  # a halted read is a blocked read too
+                self._note_blocked(exc.conflict_id, f"read_edges {len(edges)} edges")
+                raise
+            except VersionNotYetAvailable as exc:
+                raise VersionNotYetAvailable(
+                    at if at is not None else -1, exc.head, timeout
+                ) from None
+        out = read_edges_result(len(body["edges"]), resp.json())
+        for e in out:
+            if e.state == "unknown":
+                self._note_blocked(e.conflict_id, f"edge {e.edge_type} {e.subject} {e.object}")
+        return out
 
     def slot(
         self,

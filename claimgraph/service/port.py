@@ -26,6 +26,7 @@ from claimgraph.core.model import Command, Decision
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.service.api import NodeLike, Receipt
 from claimgraph.service.queries import PathsResult, ReachResult
+from claimgraph.service.reads import EdgeRef
 from claimgraph.service.runs import Run, Snapshot
 from claimgraph.service.traces import ReplayReport, RunSummary
 
@@ -203,6 +204,10 @@ class GraphPort(Protocol):
         at: int | None = None,
         timeout: float = 0.0,
     ) -> EdgeView: ...
+
+    def read_edges(
+        self, edges: Sequence[EdgeRef], *, at: int | None = None, timeout: float = 0.0
+    ) -> list[EdgeView]: ...
 
     def slot(
         self,

@@ -25,7 +25,28 @@ from claimgraph.service.queries import (
     keep_neighbor,
 )
 
-__all__ = ["Browsable", "GraphReads"]
+__all__ = ["Browsable", "EdgeRef", "GraphReads", "edge_refs"]
+
+EdgeRef = tuple[str, NodeLike, NodeLike]  # (edge_type, subject, object) of a batch read
+
+
+def edge_refs(edges: Sequence[EdgeRef]) -> list[tuple[str, tuple[str, str], tuple[str, str]]]:
+    """A batch read's edges, checked and with their nodes as ``(type, id)``; anything but
+    ``(edge_type, subject, object)`` triples is an :class:`InputError` naming the item."""
+    if isinstance(edges, str | bytes) or not isinstance(edges, Sequence):
+        raise InputError("read_edges takes a list of (edge_type, subject, object) triples")
+    out = []
+    for i, e in enumerate(edges):
+        if isinstance(e, str | bytes) or not isinstance(e, Sequence) or len(e) != 3:
+            raise InputError(
+                f"edge {i} of read_edges is {e!r}: expected (edge_type, subject, object)"
+            )
+        t, s, o = e
+        if not isinstance(t, str):
+            raise InputError(f"edge {i} of read_edges has edge type {t!r}: expected a string")
+        out.append((t, _node(s), _node(o)))
+    return out
+
 
 _BLOCKED_LOCK = threading.Lock()
 
@@ -162,6 +183,20 @@ class GraphReads:
         if e.state == "unknown":
             self._note_blocked(e.conflict_id, f"edge {edge_type} {s} {o}")
         return e
+
+    def read_edges(
+        self,
+        edges: Sequence[EdgeRef],
+        *,
+        at: int | None = None,
+        timeout: float = 0.0,
+    ) -> list[EdgeView]:
+        """Several edges as of one version (``at``, head by default), in order: each answer
+        equals :meth:`edge`'s at that version. Over HTTP this is one request
+        (``POST /v1/read/edges``), bounded by the server's ``--max-batch``."""
+        wanted = edge_refs(edges)
+        v_at = self._at(at, timeout)
+        return [self.edge(t, s, o, at=v_at) for t, s, o in wanted]
 
     def slot(
         self,

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
     from claimgraph.service.api import NodeLike, Receipt
     from claimgraph.service.queries import PathsResult, ReachResult
+    from claimgraph.service.reads import EdgeRef
 
 __all__ = [
     "Run",
@@ -271,6 +272,25 @@ class Run:
             "edge", args, lambda: g.edge(edge_type, subject, obj, at=self.version)
         )
         return r
+
+    def read_edges(self, edges: Sequence[EdgeRef]) -> list[EdgeView]:
+        """Several edges as of the pinned version, in one read of the graph (over HTTP, one
+        request); each answer is recorded as its own ``edge`` read, so replay checks each."""
+        from claimgraph.service.reads import edge_refs
+
+        g: Any = self.graph
+        wanted = edge_refs(edges)
+        before = getattr(g, "blocked_run", None)
+        g.blocked_run = self.run_id
+        try:
+            out: list[EdgeView] = g.read_edges(wanted, at=self.version)
+        finally:
+            g.blocked_run = before
+        for (t, s, o), e in zip(wanted, out, strict=True):
+            args = {"edge_type": t, "subject": list(s), "object": list(o)}
+            query = {"op": "edge", "args": jsonable(args)}
+            self._event("read", {"query": query, "digest": digest(e)})
+        return out
 
     def slot(self, edge_type: str, node: NodeLike, *, direction: str = "out") -> SlotView:
         """An exclusive slot as of the pinned version (recorded)."""

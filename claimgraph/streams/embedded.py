@@ -1,8 +1,9 @@
 """The embedded runner: governor and projector in one process over the local RocksDB logs.
 
 ``step()`` reads the next commands from the governor's stored position, decides each with the
-core in use (:mod:`claimgraph.native`: the native path where it covers a command, else the
-pure core, its specification), and writes the decisions together with the advanced position
+core in use (:func:`claimgraph.native.batch.decide_batch`: one native call per run of commands
+the native path covers — decide, fold and projection rows — else the pure core, its
+specification), and writes the decisions together with the advanced position
 in one synced batch. Only then does the projector write the rows of those decisions (with its
 applied offset) to the projection. On start, the folded state is rebuilt from the decisions
 log, and the projector re-applies whatever decisions it had not yet applied, so a crash
@@ -22,8 +23,7 @@ from claimgraph.core.model import Decision, Progress
 from claimgraph.core.state import GraphState
 from claimgraph.logs.base import LogRecord
 from claimgraph.logs.embedded import EmbeddedLogStore
-from claimgraph.native.codec import decode_decision, encode_decision
-from claimgraph.native.decide import decide, evolve
+from claimgraph.native.batch import decide_batch, fold_batch
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.streams.gcbatch import batch_gc
 from claimgraph.streams.jsonlog import log_event
@@ -52,11 +52,7 @@ def fold_decisions(
         if not records:
             break
         with batch_gc():
-            for rec in records:
-                d = decode_decision(rec.value)
-                ch = evolve(state, d, rec.offset, rec.value)
-                if projector is not None and rec.offset > applied:
-                    projector.stage(rec.offset, d, ch)
+            fold_batch(state, records, projector, applied)
             pos = records[-1].offset + 1
             if projector is not None:
                 projector.flush()
@@ -135,19 +131,10 @@ class EmbeddedRuntime:
         state = self.state
         projector = self.projector
         version = self.logs.decisions.end()
-        out: list[tuple[int, Decision]] = []
-        encoded: list[bytes] = []
-        times: list[int] = []
         with batch_gc():
-            for rec in records:
-                d = decide(state, rec.value, rec.offset, rec.timestamp)
-                data = encode_decision(d)
-                ch = evolve(state, d, version, data)
-                projector.stage(version, d, ch)
-                encoded.append(data)
-                times.append(rec.timestamp)
-                out.append((version, d))
-                version += 1
+            decisions, encoded = decide_batch(state, records, version, projector)
+            out = list(enumerate(decisions, version))
+            times = [rec.timestamp for rec in records]
             self.logs.decisions.stage(wb, encoded, timestamps=times)
             self.logs.stage_position(wb, GOVERNOR_POSITION, records[-1].offset + 1)
             self.logs.write(wb)  # decisions and input position: one atomic, synced batch

@@ -64,8 +64,10 @@ from claimgraph.errors import (
     IntegrityError,
     StorageError,
 )
+from claimgraph.logs.base import LogRecord
 from claimgraph.logs.kafka import KafkaConfig, consumer_lag, read_partition, topic_partitions
 from claimgraph.logs.kafka_layout import DECISION_RECORD_BYTES, check_layout, topic_config
+from claimgraph.native.batch import decide_batch
 from claimgraph.native.codec import decode_decision, encode_decision
 from claimgraph.native.decide import decide, evolve
 from claimgraph.streams.jsonlog import log_event
@@ -430,30 +432,51 @@ class KafkaGovernor:
     def _decide(self, msgs: list[Any]) -> tuple[list[tuple[str, bytes]], ConfigError | None]:
         """Decide a batch in order: (graph, decision record) each, until one cannot be written."""
         out: list[tuple[str, bytes]] = []
-        for m in msgs:
-            graph = graph_of(m.key(), self.states)
+        i, n = 0, len(msgs)
+        while i < n:
+            key = msgs[i].key()
+            graph = graph_of(key, self.states)
             st = self.states.get(graph)
             if st is None:
                 st = self.states[graph] = GraphState(graph)
                 st.offsets = []
+            j = i + 1
+            while j < n and msgs[j].key() == key:  # a run of one graph's commands: one call
+                j += 1
+            run = [
+                LogRecord(int(x.offset() or 0), x.timestamp()[1], x.value() or b"")
+                for x in msgs[i:j]
+            ]
+            limit = self.record_limit - len(graph.encode("utf-8")) - _FRAMING
+            ds, raws = decide_batch(
+                st, run, st.decisions, None, partition=self.partition, limit=limit
+            )
+            for d, raw in zip(ds, raws, strict=True):
+                self._kinds.append(d["kind"])
+                out.append((graph, raw))
+            i += len(ds)
+            if len(ds) == len(run):
+                continue
+            # the next command's decision is too large for the decisions topic
+            m = msgs[i]
             value, offset, now = m.value() or b"", int(m.offset() or 0), m.timestamp()[1]
             d = decide(st, value, offset, now, partition=self.partition)
             raw = encode_decision(d)
-            if len(raw) + len(graph.encode("utf-8")) + _FRAMING > self.record_limit:
-                if graph not in self.upgrade_oversized:
-                    return out, self._oversized(graph, offset, d, len(raw))
-                d = decide(st, value, offset, now, rules=CURRENT, partition=self.partition)
-                raw = encode_decision(d)
-                log_event(
-                    "governor.upgraded_oversized",
-                    partition=self.partition,
-                    graph=graph,
-                    offset=offset,
-                    reason=d["reason"],
-                )
+            if graph not in self.upgrade_oversized:
+                return out, self._oversized(graph, offset, d, len(raw))
+            d = decide(st, value, offset, now, rules=CURRENT, partition=self.partition)
+            raw = encode_decision(d)
+            log_event(
+                "governor.upgraded_oversized",
+                partition=self.partition,
+                graph=graph,
+                offset=offset,
+                reason=d["reason"],
+            )
             evolve(st, d, st.decisions, raw)
             self._kinds.append(d["kind"])
             out.append((graph, raw))
+            i += 1
         return out, None
 
     def _oversized(self, graph: str, offset: int, d: Decision, size: int) -> ConfigError:

@@ -24,10 +24,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from claimgraph.core.state import GraphState
 from claimgraph.errors import ConfigError, StorageError
+from claimgraph.logs.base import LogRecord
 from claimgraph.logs.kafka import KafkaConfig, consumer_lag, read_partition
 from claimgraph.logs.kafka_layout import placement
-from claimgraph.native.codec import decode_decision
-from claimgraph.native.decide import evolve
+from claimgraph.native.batch import fold_batch
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.streams.jsonlog import log_event
 
@@ -194,31 +194,41 @@ class KafkaProjector:
         assert self._consumer is not None
         msgs = self._consumer.consume(num_messages=self.batch_size, timeout=timeout)
         applied = self.applied_at_start
-        n = 0
         position = self.position
         decided_ms: list[int] = []  # of each decision written: when it was logged
         appended_ms: list[int] = []  # ... and when its command was
+        recs: list[LogRecord] = []  # this graph's decisions: (version, decided ms, bytes)
+
+        def fold() -> int:
+            """Fold ``recs`` in one batch call; stage the rows above the applied offset."""
+            if not recs:
+                return 0
+            ds = fold_batch(self.state, recs, self.projector, applied)
+            self._last_value = recs[-1].value
+            self.decisions += len(recs)
+            staged = 0
+            for rec, d in zip(recs, ds, strict=True):
+                if rec.offset > applied:
+                    decided_ms.append(rec.timestamp)
+                    appended_ms.append(d["log_time"])
+                    staged += 1
+            recs.clear()
+            return staged
+
         for m in msgs:
             err = m.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     position = max(position, int(m.offset() or 0))  # past trailing markers
                     continue
+                fold()  # what was read before the error is folded, as it is read
                 raise StorageError(f"projector consumer: {err.str()}")
             offset = int(m.offset() or 0)
             position = offset + 1
             if m.key() != self.key:
                 continue
-            value = m.value() or b""
-            d = decode_decision(value)
-            ch = evolve(self.state, d, offset, value)
-            self._last_value = value
-            if offset > applied:
-                self.projector.stage(offset, d, ch)
-                decided_ms.append(int(m.timestamp()[1]))
-                appended_ms.append(d["log_time"])
-                n += 1
-            self.decisions += 1
+            recs.append(LogRecord(offset, int(m.timestamp()[1]), m.value() or b""))
+        n = fold()
         self.projector.flush()
         if n:
             self.last_batch = ProjectedBatch(decided_ms, appended_ms, time.time())

@@ -198,7 +198,7 @@ impl Hot {
 }
 
 impl Hot {
-    fn run<'py>(
+    pub(crate) fn run<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,

@@ -345,7 +345,7 @@ impl Fold {
         Ok(ch)
     }
 
-    fn run<'py>(
+    pub(crate) fn run<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,

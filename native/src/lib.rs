@@ -5,8 +5,10 @@
 use pyo3::prelude::*;
 
 mod avro;
+mod batch;
 mod decide;
 mod fold;
+mod rows;
 mod sha256;
 
 /// The SHA-256 of ``data``, in hex (the chain's ``command_sha256``).
@@ -26,7 +28,9 @@ fn claimgraph_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<avro::Codec>()?;
     m.add_class::<decide::Hot>()?;
     m.add_class::<fold::Fold>()?;
+    m.add_class::<batch::Batch>()?;
+    m.add_function(wrap_pyfunction!(batch::row_json, m)?)?;
     m.add_function(wrap_pyfunction!(sha256_hex, m)?)?;
-    m.add("ABI", 1)?;
+    m.add("ABI", 2)?;
     Ok(())
 }
