@@ -85,30 +85,3 @@ def test_writes_leave_the_thresholds_as_they_were(tmp_path: Path) -> None:
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() > frozen  # the write's batch went through batch_gc
     g.close()
-
-
-def test_free_memory_goes_back_after_each_completed_batch(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """malloc_trim(0) is called once after each batch that completed, never after a failed
-    one (on glibc, where the process has it: this test's machine)."""
-    assert gcbatch._TRIM is not None, "glibc's malloc_trim was not found"
-    calls: list[int] = []
-    monkeypatch.setattr(gcbatch, "_TRIM", lambda pad: calls.append(pad) or 1)
-    with batch_gc():
-        pass
-    assert calls == [0]
-    with pytest.raises(RuntimeError), batch_gc():
-        raise RuntimeError("the batch failed")
-    assert calls == [0]
-    monkeypatch.setattr(gcbatch, "_TRIM", None)
-    assert gcbatch.release_free_memory() is False  # elsewhere: nothing to call
-
-
-def test_malloc_trim_is_called_from_one_place() -> None:
-    """Only streams/gcbatch.py reaches for malloc_trim (README: Memory says where)."""
-    root = Path(claimgraph.__file__).parent
-    users = sorted(
-        str(p.relative_to(root)) for p in root.rglob("*.py") if "malloc_trim" in p.read_text()
-    )
-    assert users == ["streams/gcbatch.py"]
