@@ -148,6 +148,7 @@ def test_every_client_command_round_trips_through_json_lines(tmp_path: Path) -> 
         ("register_key", "accepted", "key_registered"),
         ("revoke_key", "accepted", "key_revoked"),
     ]
+    assert out[-2]["key"]["public_key"] == key  # bytes show as hex, as over HTTP
     assert "ticker" in out[-3]["detail"]
     types = {spec.type for spec in CLIENT_COMMANDS}
     assert types <= {c for c, _, _ in got}

@@ -161,14 +161,16 @@ def test_erase_in_the_same_batch_as_its_claim(tmp_path: Path) -> None:
 
 
 def _claim_rows(g: Graph, claim_id: str) -> list[tuple[bytes, bytes]]:
-    prefix = b"K" + claim_id.encode() + b"\x00"
-    it = g.reader.db.iter()
-    it.seek(prefix)
+    """The claim's record (R) and status (K) rows."""
     out = []
-    while it.valid() and bytes(it.key()).startswith(prefix):
-        out.append((bytes(it.key()), bytes(it.value())))
-        it.next()
-    it.status()  # raises if the iterator stopped on an error rather than at the end
+    for family in (b"R", b"K"):
+        prefix = family + claim_id.encode() + b"\x00"
+        it = g.reader.db.iter()
+        it.seek(prefix)
+        while it.valid() and bytes(it.key()).startswith(prefix):
+            out.append((bytes(it.key()), bytes(it.value())))
+            it.next()
+        it.status()  # raises if the iterator stopped on an error rather than at the end
     return out
 
 

@@ -421,3 +421,15 @@ def test_submit_prints_each_decision_verbatim(tmp_path: Path) -> None:
         x == json.dumps(json.loads(x), ensure_ascii=False, separators=(",", ":")) for x in out
     )
     assert r.stderr == ""  # no progress bar when stderr is not a terminal
+
+
+def test_json_output_shows_bytes_as_hex(capsys: pytest.CaptureFixture[str]) -> None:
+    """Both JSON outputs of the CLI (one value, and bulk JSON Lines) show bytes as hex, as the
+    HTTP API does, and anything else JSON has no type for as its ``str``."""
+    from claimgraph.cli.common import emit, emit_lines
+
+    value = {"public_key": b"\x01\xff", "at": Path("/x")}
+    emit(value)
+    emit_lines([value, value])
+    out = capsys.readouterr().out.splitlines()
+    assert [json.loads(x) for x in out] == [{"public_key": "01ff", "at": "/x"}] * 3

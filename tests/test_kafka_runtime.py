@@ -178,3 +178,43 @@ def test_kafka_init_is_idempotent_and_explains(kafka_broker: Any) -> None:
     again = init_topics(cfg)
     assert [line.split()[0] for line in again] == ["checked"] * 4
     assert "3 partitions" in again[0] and "settings ok" in again[0]
+
+
+def test_a_projection_of_layout_1_is_projected_again(kafka_broker: Any, tmp_path: Path) -> None:
+    """The projector finds rows of an older layout in its directory: it removes them and
+    projects its partition again from the start; every read is the same as before."""
+    from claimgraph.projections.reader import ProjectionReader
+    from claimgraph.projections.rows import LAYOUT
+    from tests.test_compact_rows import reads, same, to_layout_1
+
+    cfg = fresh_config(kafka_broker.bootstrap)
+    with KafkaGraph(cfg, "test") as g, governor_thread(cfg, g.partition):
+        assert g.publish_schema(SCHEMA, agent="admin").kind == "accepted"
+        for i, env in enumerate(("staging", "prod", "dev")):  # each supersedes the last
+            g.assert_("runs_in", "service:api", f"environment:{env}", agent="release",
+                      task="promote", asserted_at=T0 + i)  # fmt: skip
+        g.assert_("owns", "service:a", "database:d", agent="inventory")
+        g.assert_("owns", "service:b", "database:d", agent="dba", task="audit-1")
+    proj = _project(cfg, "test", tmp_path / "p")
+
+    class View:  # what tests.test_compact_rows.reads reads
+        def __init__(self, db: Any, head: int) -> None:
+            self.reader, self._head = ProjectionReader(db), head
+
+        def head(self) -> int:
+            return self._head
+
+    head = proj.applied
+    before = reads(View(proj.store.db, head))
+    assert to_layout_1(proj.store.db) > 0
+    proj.close()
+    again = _project(cfg, "test", tmp_path / "p")
+    try:
+        assert again.store.layout() == LAYOUT and again.applied == head
+        assert again.applied_at_start == -1  # projected from the start, not resumed
+        after = reads(View(again.store.db, head))
+        assert after.keys() == before.keys()
+        for key, value in before.items():
+            assert same(after[key], value), key
+    finally:
+        again.close()

@@ -257,10 +257,9 @@ _UNCACHED: list[ReadOptions] = []
 def uncached() -> ReadOptions:
     """Read options for the writer's own reads: checksums verified, blocks not kept.
 
-    The governor and projector read what they just wrote (pending commands, the log's end) or
-    one row once (a superseded claim's newest row), and the log is read start to end by a
-    fold or an audit: blocks cached for those would only push out the readers' blocks. Without
-    it an ingest fills the whole shared cache (64 MiB) for nothing.
+    The governor reads what it just wrote (pending commands, the log's end), and the log is
+    read start to end by a fold or an audit: blocks cached for those would only push out the
+    readers' blocks. Without it an ingest fills the whole shared cache (64 MiB) for nothing.
     """
     if not _UNCACHED:
         ro = ReadOptions()

@@ -56,8 +56,7 @@ class Stager(Protocol):
     """What the batch call stages rows into (``claimgraph.projections.projector.Projector``)."""
 
     index_inputs: bool
-    _claim_records: dict[str, dict[str, Any]]
-    _staged_claims: dict[str, list[tuple[bytes, dict[str, Any], int, int]]]
+    _staged_records: dict[str, tuple[bytes, dict[str, Any], str]]
 
     def stage(self, version: int, d: Decision, ch: Changes) -> None: ...
     def staged_natively(self, count: int, last_version: int) -> None: ...

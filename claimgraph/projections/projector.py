@@ -3,7 +3,11 @@
 For each decision at version ``v`` it asks the shared fold (:meth:`GraphState.evolve`) what
 changed and writes one new row per changed entity at ``v``, plus history rows, into a write
 batch that also carries the applied offset — data and position land together, so a projector
-killed at any point restarts exactly after the last batch it wrote.
+killed at any point restarts exactly after the last batch it wrote. A new claim's record is
+written once (``R``, with the status it was decided with); its later status changes write
+one-byte ``K`` rows (layout 2, :mod:`claimgraph.projections.rows`). The store records its
+row layout (``M layout``) when it is created; :attr:`ProjectionStore.outdated` tells a
+writer to re-project an older one.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from claimgraph.core.model import Decision
 from claimgraph.core.state import SEP, STATUS_NAMES, Changes, GraphState
+from claimgraph.errors import StorageError
 from claimgraph.logs.rocks import (
     PREFIX,
     Place,
@@ -24,8 +29,6 @@ from claimgraph.logs.rocks import (
     open_or_stand_in,
     open_rdict,
     open_secondary,
-    uncached,
-    valid,
     write,
 )
 from claimgraph.projections import rows
@@ -36,15 +39,30 @@ from claimgraph.projections.rows import (
     CLAIM,
     CONFLICT,
     EDGE,
+    LAYOUT,
+    LAYOUT_KEY,
     META,
+    RECORD,
     SCHEMA,
     SLOT,
     dumps,
+    encode_history,
+    encode_record,
+    encode_status,
     entity_key,
     history_key,
 )
 
-__all__ = ["ProjectionStore", "Projector", "adjacency_entity", "claim_row", "conflict_row"]
+__all__ = [
+    "ProjectionStore",
+    "Projector",
+    "adjacency_entity",
+    "check_layout",
+    "conflict_row",
+    "layout_of",
+]
+
+_STATUS = {code: encode_status(name) for code, name in STATUS_NAMES.items()}  # K row values
 
 _U64 = struct.Struct(">Q")
 _APPLIED = META + b"applied"
@@ -55,13 +73,6 @@ def adjacency_entity(
     node_type: str, node_id: str, direction: str, edge_type: str, other_type: str, other_id: str
 ) -> str:
     return SEP.join((node_type, node_id, direction, edge_type, other_type, other_id))
-
-
-def claim_row(record: dict[str, Any], status: int, version: int) -> dict[str, Any]:
-    row = dict(record)
-    row["status"] = STATUS_NAMES[status]
-    row["since"] = version
-    return row
 
 
 def conflict_row(state: GraphState, conflict_id: str) -> dict[str, Any]:
@@ -84,6 +95,30 @@ def conflict_row(state: GraphState, conflict_id: str) -> dict[str, Any]:
     }
 
 
+def _marker(db: Rdict) -> int | None:
+    v = get(db, LAYOUT_KEY, projection_place(db), "reading the row layout")
+    return int(_U64.unpack(v)[0]) if v is not None else None
+
+
+def layout_of(db: Rdict) -> int:
+    """The row layout of a projection database (one without rows is of this code's layout)."""
+    marker = _marker(db)
+    if marker is not None:
+        return marker
+    return LAYOUT if ProjectionStore.applied_of(db) < 0 else 1
+
+
+def check_layout(db: Rdict) -> None:
+    """Raise :class:`StorageError` if ``db`` holds rows of another layout (reads misread them)."""
+    layout = layout_of(db)
+    if layout != LAYOUT:
+        raise StorageError(
+            f"the projection in {projection_place(db).path} has row layout {layout}; this "
+            f"claimgraph reads layout {LAYOUT}. Open the graph with its writer (this "
+            "claimgraph), which re-projects it from the log, or rebuild it"
+        )
+
+
 class ProjectionStore:
     """A projection database: versioned rows plus the applied offset."""
 
@@ -104,6 +139,23 @@ class ProjectionStore:
         self._wo.sync = False  # the logs are the durable truth; a lost tail is re-projected
         self.failed = False  # a write failed: reopen before the next one (see reopen)
         self._db_place: tuple[Rdict, Place] | None = None  # (handle, its place): head is hot
+        if create and secondary is None and self.applied() < 0 and self._marker() is None:
+            wb = WriteBatch(raw_mode=True)  # a new (or empty) store: rows of this layout
+            wb.put(LAYOUT_KEY, _U64.pack(LAYOUT))
+            self.write(wb)
+
+    def _marker(self) -> int | None:
+        return _marker(self.db)
+
+    def layout(self) -> int:
+        """The row layout of the projection's rows (:data:`rows.LAYOUT` is this code's; a
+        store written before the layout was recorded is layout 1)."""
+        return layout_of(self.db)
+
+    @property
+    def outdated(self) -> bool:
+        """Rows of another layout: re-project the log (the reads of this code misread them)."""
+        return self.layout() != LAYOUT
 
     def applied(self) -> int:
         db = self.db
@@ -150,10 +202,9 @@ class Projector:
         self.state = state
         self._wb = WriteBatch(raw_mode=True)
         self._pending = 0
-        self._claim_records: dict[str, dict[str, Any]] = {}
-        # claim rows in the current batch, so an erase later in the batch can scrub them too:
-        # (key, record, status, version), the row being claim_row(record, status, version)
-        self._staged_claims: dict[str, list[tuple[bytes, dict[str, Any], int, int]]] = {}
+        # claim records (R rows) in the current batch, so an erase later in the batch can
+        # scrub them too: claim id -> (key, record, its status when decided)
+        self._staged_records: dict[str, tuple[bytes, dict[str, Any], str]] = {}
         self.erased: list[tuple[str, int]] = []  # (claim, version) erased, not yet scrubbed
         self.checkpoints: Path | None = None  # checkpoints to scrub of erased payloads
 
@@ -165,15 +216,20 @@ class Projector:
         """Stage the rows for one decision (already folded into ``self.state``)."""
         wb = self._wb
         st = self.state
-        if ch.new_claim is not None:
-            self._claim_records[ch.new_claim["claim_id"]] = dict(ch.new_claim)
+        new_id: str | None = None if ch.new_claim is None else ch.new_claim["claim_id"]
+        first: int | None = None  # the new claim's status: in its record, not a K row
         for claim_id, status in ch.claims:
-            record = self._claim_records.get(claim_id)
-            if record is None:
-                record = self._load_claim(claim_id)
-            ckey = entity_key(CLAIM, claim_id, version)
-            wb.put(ckey, dumps(claim_row(record, status, version)))
-            self._staged_claims.setdefault(claim_id, []).append((ckey, record, status, version))
+            if claim_id == new_id:
+                first = status  # the last one, as the last put of a key would win
+            else:
+                wb.put(entity_key(CLAIM, claim_id, version), _STATUS[status])
+        if new_id is not None:  # the record, once, with the status it was decided with
+            if first is None:
+                raise ValueError(f"new claim {new_id!r} was given no status by the fold")
+            record: dict[str, Any] = dict(ch.new_claim)  # type: ignore[arg-type]
+            rkey = entity_key(RECORD, new_id, version)
+            wb.put(rkey, encode_record(record, STATUS_NAMES[first]))
+            self._staged_records[new_id] = (rkey, record, STATUS_NAMES[first])
         for key in ch.edges:
             state, conflict, visible = st.edge_own(key)
             value = dumps([state, conflict, visible])
@@ -187,7 +243,7 @@ class Projector:
                 entity_key(ADJ, adjacency_entity(o_type, o_id, "in", t, s_type, s_id), version),
                 value,
             )
-            wb.put(history_key(key, version), dumps(_history_entry(d, key, ch, st)))
+            wb.put(history_key(key, version), _history_row(d, key, ch, st))
         for s in ch.slots:
             wb.put(entity_key(SLOT, s, version), dumps(st.slot_conflict.get(s)))
         for c in ch.conflicts:
@@ -212,29 +268,13 @@ class Projector:
         self._pending += count
         self._wb.put(_APPLIED, _U64.pack(last_version + 1))
 
-    def _load_claim(self, claim_id: str) -> dict[str, Any]:
-        """A claim's record from its newest row (claims staged in this batch are cached)."""
-        it = self.store.db.iter(uncached())
-        prefix = CLAIM + claim_id.encode("utf-8") + b"\x00"
-        it.seek(prefix)
-        if not valid(it, self.store.place, f"reading claim {claim_id!r}") or (
-            not it.key().startswith(prefix)
-        ):
-            raise KeyError(f"claim {claim_id!r} has no row in the projection")
-        row = rows.loads(it.value())
-        row.pop("status", None)
-        row.pop("since", None)
-        record: dict[str, Any] = row
-        self._claim_records[claim_id] = record
-        return record
-
     def flush(self) -> None:
         """Write the staged rows and the applied offset in one batch."""
         if self._pending or not self._wb.is_empty():
             self.store.write(self._wb)
             self._wb = WriteBatch(raw_mode=True)
             self._pending = 0
-        self._staged_claims = {}
+        self._staged_records = {}
         if self.erased:
             from claimgraph.projections.erasure import purge, scrub_dir
 
@@ -242,8 +282,6 @@ class Projector:
             if self.checkpoints is not None:
                 scrub_dir(self.checkpoints, self.erased)
             self.erased = []
-        if len(self._claim_records) > 8192:  # bounded: older records are read back
-            self._claim_records.clear()
 
     def set_graph(self, graph: str) -> None:
         wb = WriteBatch(raw_mode=True)
@@ -251,18 +289,19 @@ class Projector:
         self.store.write(wb)
 
 
-def _history_entry(d: Decision, key: str, ch: Changes, st: GraphState) -> dict[str, Any]:
-    touched = [c for c, _ in ch.claims if st.claims[c].edge == key]
+def _history_row(d: Decision, key: str, ch: Changes, st: GraphState) -> bytes:
+    claims = st.claims
+    touched = [(c, STATUS_NAMES[claims[c].status]) for c, _ in ch.claims if claims[c].edge == key]
     state, conflict, visible = st.edge_read(key)
-    return {
-        "kind": d["kind"],
-        "reason": d["reason"],
-        "command_id": d["command_id"],
-        "command_type": d["command_type"],
-        "agent": d["agent"],
-        "log_time": d["log_time"],
-        "claims": [[c, STATUS_NAMES[st.claims[c].status]] for c in touched],
-        "state": state,
-        "conflict_id": conflict,
-        "visible": visible,
-    }
+    return encode_history(
+        d["kind"],
+        d["reason"],
+        d["command_id"],
+        d["command_type"],
+        d["agent"],
+        d["log_time"],
+        touched,
+        state,
+        conflict,
+        visible,
+    )

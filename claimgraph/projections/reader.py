@@ -26,6 +26,7 @@ from claimgraph.errors import UnknownSlotError, VersionPruned
 from claimgraph.logs.rocks import valid
 from claimgraph.projections.damage import projection_place
 from claimgraph.projections.iterators import track
+from claimgraph.projections.projector import check_layout
 from claimgraph.projections.retention import HORIZON_EPOCH, horizon_of
 from claimgraph.projections.rows import (
     ADJ,
@@ -34,8 +35,12 @@ from claimgraph.projections.rows import (
     CONFLICT,
     EDGE,
     HISTORY,
+    RECORD,
     SCHEMA,
     SLOT,
+    decode_history,
+    decode_record,
+    decode_status,
     inv,
     loads,
     version_of,
@@ -130,6 +135,7 @@ class ProjectionReader:
     """Read-only queries over a projection database (a primary or a secondary instance)."""
 
     def __init__(self, db: Rdict, *, cache_iterators: bool = False) -> None:
+        check_layout(db)  # StorageError: rows of another layout would be misread
         self.db = db
         # (thread, use) -> (the database's sequence number, an iterator made at it); see
         # claimgraph.projections.iterators. None: a fresh iterator for every read.
@@ -181,6 +187,11 @@ class ProjectionReader:
             raise VersionPruned(at, horizon)
 
     def _at(self, family: bytes, entity: str, at: int) -> bytes | None:
+        row = self._row_at(family, entity, at)
+        return row[1] if row is not None else None
+
+    def _row_at(self, family: bytes, entity: str, at: int) -> tuple[int, bytes] | None:
+        """(the version it was written at, the row) of ``entity`` as of ``at``."""
         if at < 0:
             return None
         prefix = family + entity.encode("utf-8") + b"\x00"
@@ -190,7 +201,7 @@ class ProjectionReader:
             k = it.key()
             if len(k) == len(prefix) + 8 and k.startswith(prefix):
                 v: bytes = it.value()
-                return v
+                return _MAX - int(_INV.unpack_from(k, len(prefix))[0]), v
         return None
 
     def _scan_at(
@@ -426,16 +437,29 @@ class ProjectionReader:
             v = int.from_bytes(k[-8:], "big")
             if v > at:
                 break
-            entry = loads(it.value())
+            entry = decode_history(it.value())
             entry["version"] = v
             out.append(entry)
             it.next()
         return out
 
     def claim(self, claim_id: str, at: int) -> dict[str, Any] | None:
+        """The claim as of ``at``: its record, ``status`` and ``since`` (and ``erased``)."""
         self._check(at)
-        raw = self._at(CLAIM, claim_id, at)
-        return loads(raw) if raw is not None else None
+        record = self._row_at(RECORD, claim_id, at)
+        if record is None:
+            return None
+        out, status = decode_record(claim_id, record[1])
+        since = record[0]
+        changed = self._row_at(CLAIM, claim_id, at)  # a status change after the decision
+        if changed is not None:
+            since, status = changed[0], decode_status(changed[1])
+        erased = out.pop("erased", None)
+        out["status"] = status
+        out["since"] = since
+        if erased is not None:
+            out["erased"] = erased
+        return out
 
     def conflict(self, conflict_id: str, at: int) -> dict[str, Any] | None:
         self._check(at)
@@ -472,8 +496,23 @@ class ProjectionReader:
         return out
 
     def rows_at(self, at: int) -> Iterator[tuple[bytes, bytes]]:
-        """Every entity's row as of ``at`` (for digests), in key order."""
+        """Every entity's row as of ``at`` (for digests), in key order.
+
+        A claim's record (``R``) carries its status when decided; a later status change
+        (``K``) is its status followed by ``u64_be(since)``, the version it was written at
+        (layout 2 keeps ``since`` in the key only)."""
         self._check(at)
-        for family in (ADJ, CALIBRATION, CONFLICT, EDGE, CLAIM, SLOT, SCHEMA):
+        for family in (ADJ, CALIBRATION, CONFLICT, EDGE, CLAIM, RECORD, SLOT, SCHEMA):
+            if family == CLAIM:
+                for ent, raw, since in self._scan_versions(family, at):
+                    yield family + ent.encode("utf-8"), raw + _INV.pack(since)
+                continue
             for ent, raw in self._scan_at(family, "", at):
                 yield family + ent.encode("utf-8"), raw
+
+    def _scan_versions(self, family: bytes, at: int) -> Iterator[tuple[str, bytes, int]]:
+        """(entity, row, the version it was written at) as of ``at``, in key order."""
+        for ent, raw in self._scan_at(family, "", at):
+            row = self._row_at(family, ent, at)
+            assert row is not None and row[1] == raw
+            yield ent, raw, row[0]

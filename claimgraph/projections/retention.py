@@ -67,7 +67,7 @@ __all__ = [
 HORIZON_KEY = META + b"horizon"
 _U64 = struct.Struct(">Q")
 _MAX = (1 << 64) - 1
-_MVCC = frozenset(b"AEKCSYXB")  # entity ‖ 0x00 ‖ inverted version (X: erasure, B: calibration)
+_MVCC = frozenset(b"AEKRCSYXB")  # entity ‖ 0x00 ‖ inv(version) (R: claim records, X: erasure)
 
 
 def horizon_of(db: Rdict) -> int:

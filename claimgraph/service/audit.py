@@ -196,7 +196,14 @@ def _describe(version: int, logged: bytes, replayed: bytes) -> str:
 
 
 def digest_at(reader: ProjectionReader, at: int) -> str:
-    """SHA-256 over every entity's row as of ``at``: a digest of the whole graph then."""
+    """SHA-256 over every entity's row as of ``at``: a digest of the whole graph then.
+
+    For each entity of the families A, B, C, E, K, R, S, Y in key order (``reader.rows_at``):
+    ``u32_be(len(k)) ‖ k ‖ u32_be(len(v)) ‖ v`` with ``k`` = family ‖ entity and ``v`` its
+    newest row at or below ``at``; a claim's ``v`` (K) is its status token ‖ u64_be(since),
+    its record is the R entity. So two projections with the same digest at ``at`` answer
+    every read as of ``at`` alike (history, the H rows, is compared row by row by audit).
+    Digests are of one projection layout: layout 2's differ from layout 1's."""
     h = hashlib.sha256()
     for k, v in reader.rows_at(at):
         h.update(len(k).to_bytes(4, "big"))

@@ -9,7 +9,9 @@ A data directory holds one graph::
 
     DIR/graph.json     the graph's name and the layout version
     DIR/log/           commands, decisions and runs logs (RocksDB)
-    DIR/projection/    the versioned projection (RocksDB), rebuildable from DIR/log
+    DIR/projection/    the versioned projection (RocksDB), rebuildable from DIR/log; a
+                       projection of an older row layout (claimgraph.projections.rows) is
+                       re-projected from the log when the graph is opened (upgrade_projection)
     DIR/checkpoints/   checkpoints of the projection and folded state
                        (claimgraph.projections.checkpoints)
     DIR/pins.sqlite    pins of live runs and the agreed retention horizon
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from claimgraph.core.model import Command, Decision, Progress
+from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision, encode_command
 from claimgraph.errors import (
     ConfigError,
@@ -36,7 +40,8 @@ from claimgraph.errors import (
     VersionNotYetAvailable,
 )
 from claimgraph.logs.embedded import EmbeddedLogStore
-from claimgraph.projections.projector import ProjectionStore
+from claimgraph.logs.rocks import named
+from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import PinRegistry, horizon_of
 from claimgraph.service.api import NodeLike, Receipt, TickerWrites
@@ -45,7 +50,7 @@ from claimgraph.service.lag import ProjectionLag
 from claimgraph.service.reads import GraphReads
 from claimgraph.service.runs import RunsMixin
 from claimgraph.service.traces import decode_events, encode_events
-from claimgraph.streams.embedded import GOVERNOR_POSITION, EmbeddedRuntime
+from claimgraph.streams.embedded import GOVERNOR_POSITION, EmbeddedRuntime, fold_decisions
 from claimgraph.streams.jsonlog import log_event
 
 if TYPE_CHECKING:
@@ -60,6 +65,8 @@ __all__ = [
     "check_consistency",
     "open_graph",
     "read_config",
+    "reproject",
+    "upgrade_projection",
 ]
 
 DEFAULT_GRAPH = "default"
@@ -85,6 +92,75 @@ def read_config(path: Path) -> dict[str, Any]:
             f"{path} has layout {cfg.get('layout')!r}; this claimgraph reads layout {LAYOUT}"
         )
     return cfg
+
+
+def reproject(
+    logs: EmbeddedLogStore, name: str, live: Path, progress: Progress | None = None
+) -> int:
+    """Replace the projection in ``live`` with a re-projection of the decisions log: built in
+    ``live.rebuilding`` and swapped in only when complete (an interrupted one changes
+    nothing). Returns the decisions projected."""
+    staged = live.with_name(live.name + ".rebuilding")
+    shutil.rmtree(staged, ignore_errors=True)
+    fresh = ProjectionStore(staged, create=True)
+    try:
+        state = GraphState(name)
+        projector = Projector(fresh, state)
+        projector.set_graph(name)
+        fold_decisions(logs, state, projector, progress=progress)
+        with named(fresh.place, "flushing the rebuilt projection"):
+            fresh.db.flush()
+    except BaseException:
+        fresh.close()
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    fresh.close()
+    old = live.with_name(live.name + ".replaced")
+    shutil.rmtree(old, ignore_errors=True)
+    if live.exists():
+        os.replace(live, old)
+    os.replace(staged, live)
+    shutil.rmtree(old, ignore_errors=True)
+    return logs.decisions.end()
+
+
+def upgrade_projection(
+    path: Path, logs: EmbeddedLogStore, name: str, layout: int, progress: Progress | None
+) -> None:
+    """Re-project a projection of an older row layout (the data directory's writer, on open).
+
+    Progress goes to ``progress`` and, as ``projection.upgrade`` lines, to stderr. Checkpoints
+    hold projections of the old layout: they are removed (they are an optimisation; new ones
+    are made as usual), so no copy of an erased payload outlives the upgrade in them either.
+    """
+    from claimgraph.projections.rows import LAYOUT
+
+    end = logs.decisions.end()
+    log_event("projection.upgrade", path=str(path), layout=layout, to=LAYOUT, decisions=end)
+    t0 = time.monotonic()
+    step = max(end // 10, 1)
+    shown = [0]
+
+    def report(done: int, total: int) -> None:
+        if progress is not None:
+            progress(done, total)
+        if done - shown[0] >= step and done < total:
+            shown[0] = done
+            log_event("projection.upgrade.progress", done=done, total=total)
+
+    reproject(logs, name, path / "projection", report)
+    checkpoints = path / "checkpoints"
+    removed = sorted(p.name for p in checkpoints.iterdir()) if checkpoints.is_dir() else []
+    for n in removed:
+        shutil.rmtree(checkpoints / n, ignore_errors=True)
+    log_event(
+        "projection.upgraded",
+        path=str(path),
+        layout=LAYOUT,
+        decisions=end,
+        seconds=round(time.monotonic() - t0, 3),
+        checkpoints_removed=removed,
+    )
 
 
 def open_graph(
@@ -136,6 +212,11 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
         self.logs = EmbeddedLogStore(path / "log", create=True, clock=clock)
         try:
             self.projection = ProjectionStore(path / "projection", create=True)
+            if self.projection.outdated:  # rows of an older layout: re-project the log
+                layout = self.projection.layout()
+                self.projection.close()
+                upgrade_projection(path, self.logs, name, layout, progress)
+                self.projection = ProjectionStore(path / "projection", create=True)
         except BaseException:  # close what is open, whatever failed, and re-raise it
             self.logs.close()
             raise

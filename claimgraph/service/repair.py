@@ -15,21 +15,18 @@ the log cannot be salvaged (the error says so); only a backup restores that.
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from claimgraph.core.model import Progress
-from claimgraph.core.state import GraphState
 from claimgraph.errors import ClaimgraphError, IntegrityError
 from claimgraph.logs.embedded import EmbeddedLogStore
-from claimgraph.logs.rocks import SALVAGE, STRICT, named
+from claimgraph.logs.rocks import SALVAGE, STRICT
 from claimgraph.projections.checkpoints import list_checkpoints
-from claimgraph.projections.projector import ProjectionStore, Projector
-from claimgraph.service.graph import read_config
-from claimgraph.streams.embedded import GOVERNOR_POSITION, fold_decisions
+from claimgraph.projections.projector import ProjectionStore
+from claimgraph.service.graph import read_config, reproject
+from claimgraph.streams.embedded import GOVERNOR_POSITION
 
 __all__ = ["RebuildReport", "rebuild"]
 
@@ -86,27 +83,7 @@ def rebuild(
             )
         live = path / "projection"
         previous = _applied(live)
-        staged = path / "projection.rebuilding"
-        shutil.rmtree(staged, ignore_errors=True)
-        fresh = ProjectionStore(staged, create=True)
-        try:
-            state = GraphState(str(cfg["graph"]))
-            projector = Projector(fresh, state)
-            projector.set_graph(state.graph)
-            fold_decisions(logs, state, projector, progress=progress)
-            with named(fresh.place, "flushing the rebuilt projection"):
-                fresh.db.flush()
-        except BaseException:
-            fresh.close()
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
-        fresh.close()
-        old = path / "projection.replaced"
-        shutil.rmtree(old, ignore_errors=True)
-        if live.exists():
-            os.replace(live, old)
-        os.replace(staged, live)
-        shutil.rmtree(old, ignore_errors=True)
+        reproject(logs, str(cfg["graph"]), live, progress)
         ahead = [c.name for c in list_checkpoints(path / "checkpoints") if c.version > end - 1]
         pending = logs.commands.end() - position
         return RebuildReport(end - 1, previous, salvage_log, pending, ahead)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import json
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from claimgraph.logs.kafka import KafkaConfig, consumer_lag, read_partition
 from claimgraph.logs.kafka_layout import placement
 from claimgraph.native.batch import fold_batch
 from claimgraph.projections.projector import ProjectionStore, Projector
+from claimgraph.projections.rows import LAYOUT
 from claimgraph.streams.jsonlog import log_event
 
 __all__ = ["KafkaProjector", "ProjectedBatch"]
@@ -82,6 +84,20 @@ class KafkaProjector:
                 + "\n"
             )
         self.store = ProjectionStore(path / "projection", create=True)
+        if self.store.outdated:  # rows of an older layout: project the partition again
+            layout, applied = self.store.layout(), self.store.applied()
+            self.store.close()
+            shutil.rmtree(path / "projection")
+            shutil.rmtree(self.checkpoints, ignore_errors=True)  # their projections are old too
+            self.store = ProjectionStore(path / "projection", create=True)
+            log_event(
+                "projection.upgrade",
+                path=str(path),
+                layout=layout,
+                to=LAYOUT,
+                decisions=applied + 1,
+                how="re-projecting the decisions partition from its start",
+            )
         self.state = GraphState(graph)
         self.applied_at_start = self.store.applied()
         self.resumed_from: int | None = None  # the checkpoint version the state started at

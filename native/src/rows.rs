@@ -1,16 +1,18 @@
 //! The projection rows of one folded decision, as ``claimgraph.projections.projector.Projector
-//! .stage`` writes them: the same keys (``projections.rows``) and the same compact JSON values
-//! (``pydantic_core.to_json``), byte for byte.
+//! .stage`` writes them: the same keys (``projections.rows``) and the same values — layout 2's
+//! binary claim records, claim status rows and history rows, and the compact JSON of edge
+//! rows (``pydantic_core.to_json``) — byte for byte.
 //!
-//! It covers what the native fold produces — claim rows, edge rows with their two adjacency
-//! rows and a history row, the input index row — and declines (nothing staged, nothing
-//! changed) a decision that changed a slot, a conflict, a calibration record or the schema, an
-//! erase, a claim whose record is not in the projector's cache (Python reads it back from the
-//! database), or a value the JSON writer does not know; ``Projector.stage`` writes those.
+//! It covers what the native fold produces — a new claim's record, claim status rows, edge
+//! rows with their two adjacency rows and a history row, the input index row — and declines
+//! (nothing staged, nothing changed) a decision that changed a slot, a conflict, a
+//! calibration record or the schema, an erase, or a value the writers do not know;
+//! ``Projector.stage`` writes those.
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use std::collections::HashMap;
 
 use crate::decide::Decline;
 
@@ -50,6 +52,249 @@ pub fn history_key(entity: &str, version: u64) -> Vec<u8> {
     k.push(0);
     k.extend_from_slice(&version.to_be_bytes());
     k
+}
+
+// -- layout 2's compact values (``rows._Out``) ---------------------------------------------
+
+/// ``len(rows.STATIC)``: string tokens past it name the row's own literals. The table (index
+/// 0 is None) is frozen with projection layout 2; ``static_index`` is generated from it.
+const NSTATIC: usize = 55;
+
+/// ``rows.RECORD_KEYS``: a claim record in this key order is stored binary.
+const RECORD_KEYS: [&str; 16] = [
+    "claim_id",
+    "agent",
+    "task",
+    "run_id",
+    "edge_type",
+    "subject_type",
+    "subject_id",
+    "object_type",
+    "object_id",
+    "polarity",
+    "confidence",
+    "evidence",
+    "reasoning",
+    "asserted_at",
+    "based_on_version",
+    "properties",
+];
+
+/// The index of a string in ``rows.STATIC`` (None: not there).
+fn static_index(s: &str) -> Option<usize> {
+    Some(match s {
+        "visible" => 1,
+        "withheld" => 2,
+        "lost" => 3,
+        "superseded" => 4,
+        "retired" => 5,
+        "dismissed" => 6,
+        "present" => 7,
+        "absent" => 8,
+        "unknown" => 9,
+        "assert" => 10,
+        "deny" => 11,
+        "" => 12,
+        "accepted" => 13,
+        "conflicted" => 14,
+        "quarantined" => 15,
+        "rejected" => 16,
+        "resolved" => 17,
+        "claim" => 18,
+        "retract" => 19,
+        "resolve" => 20,
+        "publish_schema" => 21,
+        "grant" => 22,
+        "revoke" => 23,
+        "tick" => 24,
+        "read_blocked" => 25,
+        "escalate" => 26,
+        "invalid_input" => 27,
+        "refused" => 28,
+        "register_key" => 29,
+        "revoke_key" => 30,
+        "signed" => 31,
+        "upgrade_rules" => 32,
+        "erase" => 33,
+        "place" => 34,
+        "new" => 35,
+        "corroborates" => 36,
+        "supersedes" => 37,
+        "older_than_current" => 38,
+        "slot_conflict" => 39,
+        "polarity_conflict" => 40,
+        "joins_conflict" => 41,
+        "stale_claim" => 42,
+        "merge_pending" => 43,
+        "merged" => 44,
+        "outvoted" => 45,
+        "merge_margin" => 46,
+        "needs_human" => 47,
+        "duplicate_command" => 48,
+        "escalated" => 49,
+        "retracted" => 50,
+        "winner" => 51,
+        "reject_all" => 52,
+        "erased" => 53,
+        "conflict_settled" => 54,
+        _ => return None,
+    })
+}
+
+fn varint(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push((n as u8 & 0x7F) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// One row being encoded: its bytes and its table of literal strings (``rows._Out``).
+struct Out {
+    buf: Vec<u8>,
+    local: HashMap<String, usize>,
+}
+
+impl Out {
+    fn new(tag: u8) -> Self {
+        let mut buf = Vec::with_capacity(160);
+        buf.push(tag);
+        Out {
+            buf,
+            local: HashMap::new(),
+        }
+    }
+
+    /// A string token: a back-reference to the static table or an earlier literal of the row,
+    /// else the literal (None is static index 0).
+    fn s(&mut self, value: Option<&str>) {
+        let v = match value {
+            Some(v) => v,
+            None => {
+                self.buf.push(0);
+                return;
+            }
+        };
+        let i = match static_index(v) {
+            Some(i) => i,
+            None => match self.local.get(v) {
+                Some(i) => *i,
+                None => {
+                    self.local.insert(v.to_owned(), NSTATIC + self.local.len());
+                    varint(&mut self.buf, 2 * v.len() + 1);
+                    self.buf.extend_from_slice(v.as_bytes());
+                    return;
+                }
+            },
+        };
+        varint(&mut self.buf, 2 * i);
+    }
+
+    /// ``s`` of a Python value: None or an exact str (anything else: declined as ``why``).
+    fn py(&mut self, v: &Bound<'_, PyAny>, why: &'static str) -> D<()> {
+        if v.is_none() {
+            self.s(None);
+        } else {
+            let st = v.downcast_exact::<PyString>().map_err(|_| Decline(why))?;
+            self.s(Some(st.to_str().map_err(|_| Decline(why))?));
+        }
+        Ok(())
+    }
+
+    fn n(&mut self, count: usize) {
+        varint(&mut self.buf, count);
+    }
+
+    fn q(&mut self, value: i64) {
+        self.buf.extend_from_slice(&value.to_be_bytes());
+    }
+}
+
+/// The token of a static string (a claim status row is one).
+fn token(name: &str) -> D<u8> {
+    let i = static_index(name).ok_or(Decline("status"))?;
+    Ok((2 * i) as u8)
+}
+
+/// An exact Python int as i64 (``struct.pack(">q")``; bools and out-of-range: declined).
+fn exact_i64(v: &Bound<'_, PyAny>, why: &'static str) -> D<i64> {
+    if !v.is_exact_instance_of::<PyInt>() {
+        return Err(Decline(why));
+    }
+    v.extract::<i64>().map_err(|_| Decline(why))
+}
+
+/// ``rows.encode_record`` of a new claim's record and the status it was decided with.
+fn encode_record(record: &Bound<'_, PyDict>, status: &str) -> D<Vec<u8>> {
+    let token = token(status)?;
+    let keys: Vec<String> = record
+        .keys()
+        .iter()
+        .map(|k| k.extract::<String>())
+        .collect::<PyResult<_>>()
+        .map_err(|_| Decline("record"))?;
+    if keys.len() == RECORD_KEYS.len() + 1 && keys[..RECORD_KEYS.len()] == RECORD_KEYS {
+        return Err(Decline("record")); // an erased record: Python's encode_record
+    }
+    let get = |k: &str| -> D<Bound<'_, PyAny>> { record.get_item(k)?.ok_or(Decline("record")) };
+    let binary = keys == RECORD_KEYS && {
+        let bov = get("based_on_version")?;
+        get("confidence")?.is_exact_instance_of::<PyFloat>()
+            && get("asserted_at")?.is_exact_instance_of::<PyInt>()
+            && (bov.is_none() || bov.is_exact_instance_of::<PyInt>())
+            && get("properties")?.is_exact_instance_of::<PyDict>()
+            && get("evidence")?.is_exact_instance_of::<PyList>()
+    };
+    if !binary {
+        let mut out = vec![0u8, token];
+        put_json(&mut out, record.as_any())?;
+        return Ok(out);
+    }
+    let bov = get("based_on_version")?;
+    let mut o = Out::new(1);
+    o.buf.push(token);
+    o.buf.push(if bov.is_none() { 0 } else { 1 }); // flags: based_on_version follows
+    let conf: f64 = get("confidence")?
+        .downcast_exact::<PyFloat>()
+        .map_err(|_| Decline("record"))?
+        .value();
+    o.buf.extend_from_slice(&conf.to_be_bytes());
+    o.q(exact_i64(&get("asserted_at")?, "record")?);
+    if !bov.is_none() {
+        o.q(exact_i64(&bov, "record")?);
+    }
+    let ev = get("evidence")?;
+    let ev = ev
+        .downcast_exact::<PyList>()
+        .map_err(|_| Decline("record"))?;
+    let props = get("properties")?;
+    let props = props
+        .downcast_exact::<PyDict>()
+        .map_err(|_| Decline("record"))?;
+    o.n(ev.len());
+    o.n(props.len());
+    for k in [
+        "agent",
+        "task",
+        "run_id",
+        "edge_type",
+        "subject_type",
+        "subject_id",
+        "object_type",
+        "object_id",
+        "polarity",
+        "reasoning",
+    ] {
+        o.py(&get(k)?, "record")?;
+    }
+    for e in ev.iter() {
+        o.py(&e, "record")?;
+    }
+    for (k, v) in props.iter() {
+        o.py(&k, "record")?;
+        o.py(&v, "record")?;
+    }
+    Ok(o.buf)
 }
 
 // -- pydantic_core.to_json ---------------------------------------------------------------
@@ -227,9 +472,8 @@ pub struct Stage<'py> {
     pub edges: Bound<'py, PyDict>,
     pub slot_conflict: Bound<'py, PyDict>,
     pub sides: Bound<'py, PyDict>,
-    pub records: Bound<'py, PyDict>, // Projector._claim_records
-    pub staged: Bound<'py, PyDict>,  // Projector._staged_claims
-    pub put: Bound<'py, PyAny>,      // Projector._wb.put: rows go straight into its batch
+    pub staged: Bound<'py, PyDict>, // Projector._staged_records
+    pub put: Bound<'py, PyAny>,     // Projector._wb.put: rows go straight into its batch
     pub index_inputs: bool,
 }
 
@@ -249,8 +493,7 @@ impl<'py> Stage<'py> {
             edges: dict(state.getattr(intern!(py, "edges"))?)?,
             slot_conflict: dict(state.getattr(intern!(py, "slot_conflict"))?)?,
             sides: dict(state.getattr(intern!(py, "_sides"))?)?,
-            records: dict(projector.getattr(intern!(py, "_claim_records"))?)?,
-            staged: dict(projector.getattr(intern!(py, "_staged_claims"))?)?,
+            staged: dict(projector.getattr(intern!(py, "_staged_records"))?)?,
             put: projector
                 .getattr(intern!(py, "_wb"))?
                 .getattr(intern!(py, "put"))?,
@@ -381,49 +624,37 @@ impl<'py> Stage<'py> {
             return Err(Decline("changes"));
         }
         let new_claim = ch.getattr(intern!(py, "new_claim"))?;
-        let (new_id, new_record) = if new_claim.is_none() {
-            (None, None)
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        let changed: Vec<(String, i64)> = ch.getattr(intern!(py, "claims"))?.extract()?;
+        let new_id = if new_claim.is_none() {
+            None
         } else {
+            let id = new_claim.get_item(intern!(py, "claim_id"))?;
+            Some(s(&id)?)
+        };
+        // status changes of other claims (K, one byte); the new claim's status (the last one
+        // given, as the last put of a key wins) goes into its record
+        let mut first: Option<i64> = None;
+        for (id, status) in &changed {
+            if Some(id) == new_id.as_ref() {
+                first = Some(*status);
+            } else {
+                out.push(entity_key(b'K', id, version));
+                out.push(vec![token(status_name(*status)?)?]);
+            }
+        }
+        // the new claim's record, once (R)
+        let mut new_record: Option<(String, Vec<u8>, Bound<'py, PyDict>, &'static str)> = None;
+        if let Some(id) = new_id {
             let nc = new_claim
                 .downcast::<PyDict>()
                 .map_err(|_| Decline("error"))?;
-            let id = nc
-                .get_item(intern!(py, "claim_id"))?
-                .ok_or(Decline("error"))?;
-            (Some(s(&id)?), Some(nc.copy()?))
-        };
-        let mut out: Vec<Vec<u8>> = Vec::new();
-        // claims: every row built before any cache changes
-        let mut staged: Vec<(String, Vec<u8>, Bound<'py, PyDict>, i64)> = Vec::new();
-        let changed: Vec<(String, i64)> = ch.getattr(intern!(py, "claims"))?.extract()?;
-        for (id, status) in &changed {
-            let record = match (&new_id, &new_record) {
-                (Some(n), Some(r)) if n == id => r.clone(),
-                _ => self
-                    .records
-                    .get_item(id)?
-                    .ok_or(Decline("record"))?
-                    .downcast_into::<PyDict>()
-                    .map_err(|_| Decline("error"))?,
-            };
-            // claim_row: the record, then its status and since (a record that has either
-            // key, which stage would overwrite in place: Python)
-            if record.contains(intern!(py, "status"))? || record.contains(intern!(py, "since"))? {
-                return Err(Decline("record"));
-            }
-            let key = entity_key(b'K', id, version);
-            let mut value = Vec::with_capacity(512);
-            put_json(&mut value, record.as_any())?;
-            value.pop(); // the record's closing brace
-            if record.len() > 0 {
-                value.push(b',');
-            }
-            value.extend_from_slice(b"\"status\":");
-            put_str(&mut value, status_name(*status)?);
-            value.extend_from_slice(format!(",\"since\":{version}}}").as_bytes());
+            let status = status_name(first.ok_or(Decline("record"))?)?;
+            let record = nc.copy()?;
+            let key = entity_key(b'R', &id, version);
             out.push(key.clone());
-            out.push(value);
-            staged.push((id.clone(), key, record, *status));
+            out.push(encode_record(&record, status)?);
+            new_record = Some((id, key, record, status));
         }
         let edge_keys: Vec<String> = ch.getattr(intern!(py, "edges"))?.extract()?;
         for key in &edge_keys {
@@ -455,49 +686,49 @@ impl<'py> Stage<'py> {
                 version,
             ));
             out.push(value);
-            // _history_entry
-            let mut h = Vec::with_capacity(256);
-            h.extend_from_slice(b"{\"kind\":");
-            put_json(&mut h, &get(intern!(py, "kind"))?)?;
-            h.extend_from_slice(b",\"reason\":");
-            put_json(&mut h, &get(intern!(py, "reason"))?)?;
-            h.extend_from_slice(b",\"command_id\":");
-            put_json(&mut h, &get(intern!(py, "command_id"))?)?;
-            h.extend_from_slice(b",\"command_type\":");
-            put_json(&mut h, &get(intern!(py, "command_type"))?)?;
-            h.extend_from_slice(b",\"agent\":");
-            put_json(&mut h, &get(intern!(py, "agent"))?)?;
-            h.extend_from_slice(b",\"log_time\":");
-            put_json(&mut h, &get(intern!(py, "log_time"))?)?;
-            h.extend_from_slice(b",\"claims\":[");
-            let mut first = true;
+            // _history_row: rows.encode_history
+            let mut touched: Vec<(&str, &'static str)> = Vec::new();
             for (id, _) in &changed {
                 let cs = self.claims.get_item(id)?.ok_or(Decline("error"))?;
                 if s(&cs.getattr(intern!(py, "edge"))?)? != *key {
                     continue;
                 }
-                if !first {
-                    h.push(b',');
-                }
-                first = false;
-                h.push(b'[');
-                put_str(&mut h, id);
-                h.push(b',');
-                put_str(
-                    &mut h,
+                touched.push((
+                    id,
                     status_name(cs.getattr(intern!(py, "status"))?.extract()?)?,
-                );
-                h.push(b']');
+                ));
             }
-            h.push(b']');
             let (state, conflict, visible) = self.edge(key, &p, true)?;
-            h.extend_from_slice(b",\"state\":");
-            put_str(&mut h, state);
-            h.extend_from_slice(b",\"conflict_id\":");
-            Self::opt_json(&mut h, &conflict, b"null")?;
-            h.extend_from_slice(b",\"visible\":");
-            Self::opt_json(&mut h, &visible, b"[]")?;
-            h.push(b'}');
+            let visible: Vec<Bound<'py, PyAny>> = match &visible {
+                Some(v) => v.try_iter()?.collect::<PyResult<_>>()?,
+                None => Vec::new(),
+            };
+            let mut h = Out::new(1);
+            h.q(exact_i64(&get(intern!(py, "log_time"))?, "history")?);
+            h.n(touched.len());
+            h.n(visible.len());
+            for k in [
+                intern!(py, "kind"),
+                intern!(py, "reason"),
+                intern!(py, "command_id"),
+                intern!(py, "command_type"),
+                intern!(py, "agent"),
+            ] {
+                h.py(&get(k)?, "history")?;
+            }
+            for (id, status) in touched {
+                h.s(Some(id));
+                h.s(Some(status));
+            }
+            h.s(Some(state));
+            match &conflict {
+                Some(c) => h.py(c, "history")?,
+                None => h.s(None),
+            }
+            for c in &visible {
+                h.py(c, "history")?;
+            }
+            let h = h.buf;
             out.push(history_key(key, version));
             out.push(h);
         }
@@ -509,22 +740,10 @@ impl<'py> Stage<'py> {
             out.push(k);
             out.push(version.to_be_bytes().to_vec());
         }
-        // commit: the caches as stage leaves them
-        if let (Some(id), Some(r)) = (new_id, new_record) {
-            self.records.set_item(id, r)?;
-        }
-        for (id, key, record, status) in staged {
-            let list = match self.staged.get_item(&id)? {
-                Some(l) => l,
-                None => {
-                    let l = PyList::empty(py).into_any();
-                    self.staged.set_item(&id, &l)?;
-                    l
-                }
-            };
-            list.downcast::<PyList>()
-                .map_err(|_| Decline("error"))?
-                .append((PyBytes::new(py, &key), record, status, version))?;
+        // commit: the cache as stage leaves it
+        if let Some((id, key, record, status)) = new_record {
+            self.staged
+                .set_item(id, (PyBytes::new(py, &key), record, status))?;
         }
         let mut it = out.into_iter();
         while let (Some(k), Some(v)) = (it.next(), it.next()) {
