@@ -35,3 +35,21 @@ def test_memory_bounds_hold_after_reopen(tmp_path: Path) -> None:
         text = _latest_options(tmp_path / "g" / name)
         assert re.search(rf"\n\s*write_buffer_size={WRITE_BUFFER}\n", text), name
         assert re.search(rf"\n\s*max_write_buffer_number={MEMTABLES}\n", text), name
+
+
+def test_the_writer_s_reads_leave_the_block_cache_to_readers(tmp_path: Path) -> None:
+    """Reading the log (as a fold, the governor and an audit do) adds nothing to the shared
+    block cache; a projection read does."""
+    with claimgraph.open(tmp_path / "g", create=True, graph="test") as g:
+        g.publish_schema(SCHEMA, agent="admin", source="conftest")
+        for i in range(200):
+            g.assert_("depends_on", f"service:s{i}", "service:db", agent="inventory")
+        g.logs.db.flush()
+        g.projection.db.flush()
+        cache = shared_block_cache()
+        before = cache.get_usage()
+        assert len(g.logs.decisions.read(0, 1000)) == 201
+        assert len(g.logs.commands.read(0, 1000)) == 201
+        assert cache.get_usage() == before
+        g.edge("depends_on", "service:s1", "service:db")
+        assert cache.get_usage() > before

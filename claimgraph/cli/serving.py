@@ -354,7 +354,8 @@ def serve(
         from claimgraph.service.local_writer import listening
 
         with listening(graph):  # CLI writes from other processes, while serve holds the data
-            uvicorn.run(app, host=host, port=port, log_level="warning")
+            # access lines are INFO, never shown at "warning": off, uvicorn skips building them
+            uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
     finally:
         stop.set()
         duties.close()

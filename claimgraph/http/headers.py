@@ -28,6 +28,29 @@ DOCS_CSP = (
 _DOCS = ("/docs", "/docs/oauth2-redirect", "/redoc")
 
 
+def _extra(csp: str) -> tuple[tuple[bytes, bytes], ...]:
+    return (
+        (b"content-security-policy", csp.encode()),
+        (b"x-frame-options", b"DENY"),
+        (b"x-content-type-options", b"nosniff"),
+        (b"referrer-policy", b"no-referrer"),
+    )
+
+
+# built once: every response of a server carries one of these two sets
+_EXTRA, _DOCS_EXTRA = _extra(CSP), _extra(DOCS_CSP)
+_NAMES = frozenset(k for k, _ in _EXTRA)
+
+
+def _with(headers: list[tuple[bytes, bytes]], extra: tuple[tuple[bytes, bytes], ...]) -> None:
+    """Add ``extra`` to ``headers`` in place, except any a route set itself."""
+    if any(k.lower() in _NAMES for k, _ in headers):
+        have = {k.lower() for k, _ in headers}
+        headers.extend(x for x in extra if x[0] not in have)
+    else:
+        headers.extend(extra)
+
+
 class SecurityHeaders:
     """ASGI middleware adding the headers above to every HTTP response."""
 
@@ -38,19 +61,12 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        csp = DOCS_CSP if scope["path"] in _DOCS else CSP
-        extra = [
-            (b"content-security-policy", csp.encode()),
-            (b"x-frame-options", b"DENY"),
-            (b"x-content-type-options", b"nosniff"),
-            (b"referrer-policy", b"no-referrer"),
-        ]
+        extra = _DOCS_EXTRA if scope["path"] in _DOCS else _EXTRA
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                have = {k.lower() for k, _ in headers}
-                headers.extend((k, v) for k, v in extra if k not in have)
+                headers = list(message.get("headers", ()))
+                _with(headers, extra)
                 message = {**message, "headers": headers}
             await send(message)
 

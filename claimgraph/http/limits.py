@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,8 +63,11 @@ class Slots:
         with self._lock:
             return self._all if key is None else self._held.get(key, 0)
 
-    @contextmanager
-    def hold(self, key: str, who: str) -> Iterator[None]:
+    def hold(self, key: str, who: str) -> _Held:
+        """One slot of ``key``'s, held for a ``with`` block (``who`` names it if refused)."""
+        return _Held(self, key, who)
+
+    def _take(self, key: str, who: str) -> None:
         with self._lock:
             n = self._held.get(key, 0)
             if n >= self.per_key:
@@ -85,15 +86,30 @@ class Slots:
                 )
             self._held[key] = n + 1
             self._all += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._all -= 1
-                if self._held[key] == 1:
-                    del self._held[key]
-                else:
-                    self._held[key] -= 1
+
+    def _give(self, key: str) -> None:
+        with self._lock:
+            self._all -= 1
+            if self._held[key] == 1:
+                del self._held[key]
+            else:
+                self._held[key] -= 1
+
+
+class _Held:
+    """A slot taken on entering a ``with`` block and given back on leaving it (a class, not a
+    generator: it is on every request's path)."""
+
+    __slots__ = ("key", "slots", "who")
+
+    def __init__(self, slots: Slots, key: str, who: str) -> None:
+        self.slots, self.key, self.who = slots, key, who
+
+    def __enter__(self) -> None:
+        self.slots._take(self.key, self.who)
+
+    def __exit__(self, *exc: object) -> None:
+        self.slots._give(self.key)
 
 
 class RunTally:

@@ -30,7 +30,7 @@ from claimgraph.core.model import Reason
 from claimgraph.errors import ClaimgraphError, LimitError
 from claimgraph.http.auth import TokenFile
 from claimgraph.http.limits import HttpLimits, Slots
-from claimgraph.http.observe import PRINCIPAL
+from claimgraph.http.observe import AUTHORIZED, PRINCIPAL
 from claimgraph.http.problems import error_problem, problem
 from claimgraph.service.bounded import too_deep
 
@@ -80,12 +80,19 @@ class Gate:
         if scope["path"] in UNGATED and scope["method"] == "GET":
             await self.app(scope, receive, send)  # probes answer even through a flood
             return
-        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        auth = headers.get(b"authorization", b"")
+        scheme, _, token = auth.decode("latin-1").partition(" ")
         p = self.tokens.principal(token.strip() if scheme.lower() == "bearer" else None)
         key, who = (p.agent, repr(p.agent)) if p is not None else ("", "unauthenticated callers")
         scope[PRINCIPAL] = p.agent if p is not None else None  # for the request log
+        scope[AUTHORIZED] = (auth, p)  # the thin path does not look the same header up again
+        # no Content-Length (or 0) and no Transfer-Encoding: HTTP/1.1 has no body to bound
+        bodiless = (declared is None or declared == b"0") and b"transfer-encoding" not in headers
         try:
             with self.requests.hold(key, who):
+                if bodiless:
+                    await self.app(scope, receive, send)
+                    return
                 body, more = await self._read(receive)
                 if more:
                     self.stats.too_large += 1

@@ -53,11 +53,21 @@ from claimgraph.service.api import Receipt
 from claimgraph.service.lag import Lagging
 from claimgraph.service.port import GraphPort
 
-__all__ = ["HttpMetrics", "Observe", "RequestLog", "install", "request_logger", "route_of"]
+__all__ = [
+    "HttpMetrics",
+    "JsonLines",
+    "Observe",
+    "RequestLog",
+    "install",
+    "request_fields",
+    "request_logger",
+    "route_of",
+]
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 PRINCIPAL = "claimgraph.principal"  # the gate puts the caller's agent in the scope under it
+AUTHORIZED = "claimgraph.authorized"  # ... and (the Authorization header, its principal)
 
 
 class HttpMetrics:
@@ -75,6 +85,11 @@ class HttpMetrics:
         self.in_flight = Gauge(
             "claimgraph_http_requests_in_flight", "Requests being served", registry=self.registry
         )
+        # counted by Observe on the event loop's thread (no lock) and read at each scrape
+        self.serving = 0
+        self.in_flight.set_function(lambda: self.serving)
+        # one child per (route, method, status): ``labels()`` takes a lock and builds a key
+        self._children: dict[tuple[str, str, int], Any] = {}
         self.decisions = Counter(
             "claimgraph_http_decisions",
             "Decisions of the commands this server wrote, by kind",
@@ -85,6 +100,15 @@ class HttpMetrics:
         PlatformCollector(registry=self.registry)
         if graph is not None:
             self.registry.register(_GraphCollector(graph))
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        """Time one request under its route template, method and status."""
+        child = self._children.get((route, method, status))
+        if child is None:
+            child = self._children[(route, method, status)] = self.duration.labels(
+                route, method, str(status)
+            )
+        child.observe(seconds)
 
     def decided(self, receipts: Iterable[Receipt]) -> None:
         for r in receipts:
@@ -158,13 +182,62 @@ def _flat(routes: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
 RequestLog = Callable[[dict[str, Any]], None]
 
 
-def request_logger(stream: TextIO | None = None) -> RequestLog:
+class JsonLines:
+    """One JSON object per request, one line each, on ``stream`` (default: stderr).
+
+    :meth:`request` writes what ``self(line)`` writes for the request log's dict, byte for
+    byte, from a template: the route and principal are JSON-encoded once each (both come from
+    bounded sets: route templates and the token file's agents).
+    """
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+        self._quoted: dict[str | None, str] = {}
+
+    def __call__(self, line: dict[str, Any]) -> None:
+        out = self.stream or sys.stderr
+        out.write(json.dumps(line) + "\n")
+        out.flush()
+
+    def _q(self, text: str | None) -> str:
+        q = self._quoted.get(text)
+        if q is None:
+            q = json.dumps(text)
+            if len(self._quoted) < 4096:
+                self._quoted[text] = q
+        return q
+
+    def request(
+        self, ts: float, method: str, route: str, status: int, ms: float, principal: str | None
+    ) -> None:
+        """The line of ``request_fields(...)`` (method is one of METHODS or ``other``)."""
+        out = self.stream or sys.stderr
+        out.write(
+            f'{{"ts": {ts!r}, "event": "http.request", "method": "{method}", '
+            f'"route": {self._q(route)}, "status": {status}, "duration_ms": {ms!r}, '
+            f'"principal": {self._q(principal)}}}\n'
+        )
+        out.flush()
+
+
+def request_fields(
+    ts: float, method: str, route: str, status: int, ms: float, principal: str | None
+) -> dict[str, Any]:
+    """The request log's line for one request."""
+    return {
+        "ts": ts,
+        "event": "http.request",
+        "method": method,
+        "route": route,
+        "status": status,
+        "duration_ms": ms,
+        "principal": principal,
+    }
+
+
+def request_logger(stream: TextIO | None = None) -> JsonLines:
     """One JSON object per request, one line each, on ``stream`` (default: stderr)."""
-
-    def write(line: dict[str, Any]) -> None:
-        print(json.dumps(line), file=stream or sys.stderr, flush=True)
-
-    return write
+    return JsonLines(stream)
 
 
 class Observe:
@@ -195,27 +268,30 @@ class Observe:
                 status = int(message["status"])
             await send(message)
 
-        self.metrics.in_flight.inc()
+        metrics = self.metrics
+        metrics.serving += 1
         try:
             await self.app(scope, receive, send_status)
         finally:
-            self.metrics.in_flight.dec()
+            metrics.serving -= 1
             seconds = time.perf_counter() - start
             method = scope["method"] if scope["method"] in METHODS else "other"
             route = route_of(scope, self.routes)
-            self.metrics.duration.labels(route, method, str(status)).observe(seconds)
-            if self.log is not None:
-                self.log(
-                    {
-                        "ts": round(time.time(), 3),
-                        "event": "http.request",
-                        "method": method,
-                        "route": route,
-                        "status": status,
-                        "duration_ms": round(seconds * 1000, 3),
-                        "principal": scope.get(PRINCIPAL),
-                    }
+            metrics.observe(route, method, status, seconds)
+            log = self.log
+            if log is not None:
+                fields = (
+                    round(time.time(), 3),
+                    method,
+                    route,
+                    status,
+                    round(seconds * 1000, 3),
+                    scope.get(PRINCIPAL),
                 )
+                if isinstance(log, JsonLines):
+                    log.request(*fields)
+                else:
+                    log(request_fields(*fields))
 
 
 def install(

@@ -27,6 +27,7 @@ from claimgraph.logs.rocks import (
     open_or_stand_in,
     open_rdict,
     open_secondary,
+    uncached,
     valid,
     write,
 )
@@ -94,7 +95,7 @@ class EmbeddedLog:
 
     def read(self, start: int, limit: int) -> list[LogRecord]:
         out: list[LogRecord] = []
-        it = self._store.db.iter()
+        it = self._store.db.iter(uncached())
         it.seek(self._prefix + _U64.pack(max(start, 0)))
         p = self._prefix
         place, doing = self._store.place, f"reading the {self.name} log from offset {start}"
@@ -155,7 +156,7 @@ class EmbeddedLogStore:
         self.runs = EmbeddedLog(self, b"R", "runs")
 
     def _find_end(self, prefix: bytes) -> int:
-        it = self.db.iter()
+        it = self.db.iter(uncached())
         it.seek_for_prev(prefix + b"\xff" * 8)
         if valid(it, self.place, f"finding the end of log {prefix.decode()}") and (
             it.key()[:1] == prefix

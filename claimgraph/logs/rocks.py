@@ -60,6 +60,7 @@ __all__ = [
     "open_secondary",
     "rocksdb_errors",
     "shared_block_cache",
+    "uncached",
     "valid",
     "write",
 ]
@@ -248,6 +249,24 @@ def shared_block_cache() -> Cache:
     if not _CACHE:
         _CACHE.append(Cache(BLOCK_CACHE))
     return _CACHE[0]
+
+
+_UNCACHED: list[ReadOptions] = []
+
+
+def uncached() -> ReadOptions:
+    """Read options for the writer's own reads: checksums verified, blocks not kept.
+
+    The governor reads what it just wrote (pending commands, the log's end), and the log is
+    read start to end by a fold or an audit: blocks cached for those would only push out the
+    readers' blocks. Without it an ingest fills the whole shared cache (64 MiB) for nothing.
+    """
+    if not _UNCACHED:
+        ro = ReadOptions()
+        ro.set_verify_checksums(True)
+        ro.fill_cache(False)  # type: ignore[call-arg]  # the stub omits the flag
+        _UNCACHED.append(ro)
+    return _UNCACHED[0]
 
 
 def db_options(create: bool, wal: str) -> Options:

@@ -14,7 +14,6 @@ directory, the state starts from the newest usable checkpoint
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from claimgraph.logs.base import LogRecord
 from claimgraph.logs.embedded import EmbeddedLogStore
 from claimgraph.native.batch import decide_batch, fold_batch
 from claimgraph.projections.projector import ProjectionStore, Projector
+from claimgraph.streams.gcbatch import batch_gc
 from claimgraph.streams.jsonlog import log_event
 
 __all__ = ["GOVERNOR_POSITION", "EmbeddedRuntime", "fold_decisions"]
@@ -51,11 +51,11 @@ def fold_decisions(
         records = logs.decisions.read(pos, min(batch, end - pos))
         if not records:
             break
-        fold_batch(state, records, projector, applied)
-        pos = records[-1].offset + 1
-        if projector is not None:
-            projector.flush()
-        gc.freeze()
+        with batch_gc():
+            fold_batch(state, records, projector, applied)
+            pos = records[-1].offset + 1
+            if projector is not None:
+                projector.flush()
         if progress is not None:
             progress(pos, end)
 
@@ -131,14 +131,14 @@ class EmbeddedRuntime:
         state = self.state
         projector = self.projector
         version = self.logs.decisions.end()
-        decisions, encoded = decide_batch(state, records, version, projector)
-        out = list(enumerate(decisions, version))
-        times = [rec.timestamp for rec in records]
-        self.logs.decisions.stage(wb, encoded, timestamps=times)
-        self.logs.stage_position(wb, GOVERNOR_POSITION, records[-1].offset + 1)
-        self.logs.write(wb)  # decisions and input position: one atomic, synced batch
-        projector.flush()  # the projection follows, never leads, the decisions log
-        gc.freeze()  # the folded state is long-lived: keep it out of full collections
+        with batch_gc():
+            decisions, encoded = decide_batch(state, records, version, projector)
+            out = list(enumerate(decisions, version))
+            times = [rec.timestamp for rec in records]
+            self.logs.decisions.stage(wb, encoded, timestamps=times)
+            self.logs.stage_position(wb, GOVERNOR_POSITION, records[-1].offset + 1)
+            self.logs.write(wb)  # decisions and input position: one atomic, synced batch
+            projector.flush()  # the projection follows, never leads, the decisions log
         return out
 
     def run_until_idle(self, max_commands: int = 2048, progress: Progress | None = None) -> int:

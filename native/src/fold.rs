@@ -64,6 +64,9 @@ struct Run<'py> {
     ch_claims: Vec<(String, i64)>,
     ch_edges: Vec<String>,
     edge_state: &'py Py<PyType>,
+    // One Python string per edge key met in this decision: the claim's ``edge``, the edges
+    // dict's key and the slot holders' values are then one object, as in ``evolve``.
+    keys: Vec<(String, Bound<'py, PyAny>)>,
 }
 
 impl<'py> Run<'py> {
@@ -145,15 +148,33 @@ impl<'py> Run<'py> {
         }
     }
 
-    fn new_edge(&self, key: &str) -> D<Bound<'py, PyAny>> {
+    /// The Python string of an edge key: the one already met in this decision, else a new one.
+    fn key_obj(&mut self, key: &str) -> Bound<'py, PyAny> {
+        if let Some((_, o)) = self.keys.iter().find(|(k, _)| k == key) {
+            return o.clone();
+        }
+        let o = PyString::new(self.py, key).into_any();
+        self.keys.push((key.to_owned(), o.clone()));
+        o
+    }
+
+    fn new_edge(&mut self, key: &str) -> D<Bound<'py, PyAny>> {
         let py = self.py;
         let es = self.edge_state.bind(py).call0()?;
-        self.edges.set_item(key, &es)?;
+        let k = self.key_obj(key);
+        self.edges.set_item(k, &es)?;
         Ok(es)
     }
 
     /// ``GraphState._show`` of a claim that is not withheld.
-    fn show(&mut self, id: &str, cs: &Bound<'py, PyAny>, key: &str, asserts: bool) -> D<()> {
+    fn show(
+        &mut self,
+        id: &str,
+        id_obj: &Bound<'py, PyAny>,
+        cs: &Bound<'py, PyAny>,
+        key: &str,
+        asserts: bool,
+    ) -> D<()> {
         let py = self.py;
         self.remember(key)?;
         cs.setattr(intern!(py, "status"), VISIBLE)?;
@@ -164,11 +185,12 @@ impl<'py> Run<'py> {
         let old = es.getattr(intern!(py, "visible"))?;
         let old = old.downcast::<PyTuple>().map_err(|_| Decline("error"))?;
         let mut items: Vec<Bound<'py, PyAny>> = old.iter().collect();
-        items.push(PyString::new(py, id).into_any());
+        items.push(id_obj.clone());
         es.setattr(intern!(py, "visible"), PyTuple::new(py, items)?)?;
         if asserts {
+            let k = self.key_obj(key);
             for sl in self.slots(key)? {
-                self.slot_holder.set_item(sl, key)?;
+                self.slot_holder.set_item(sl, &k)?;
             }
         }
         self.ch_claims.push((id.to_owned(), VISIBLE));
@@ -180,7 +202,11 @@ impl<'py> Run<'py> {
     fn hide(&mut self, id: &str, status: i64) -> D<()> {
         let py = self.py;
         let cs = self.claim(id)?;
-        let key = s(&cs.getattr(intern!(py, "edge"))?)?;
+        let key_obj = cs.getattr(intern!(py, "edge"))?;
+        let key = s(&key_obj)?;
+        if !self.keys.iter().any(|(k, _)| *k == key) {
+            self.keys.push((key.clone(), key_obj));
+        }
         self.remember(&key)?;
         let now: i64 = cs.getattr(intern!(py, "status"))?.extract()?;
         if now == VISIBLE {
@@ -381,6 +407,7 @@ impl Fold {
             ch_claims: Vec::new(),
             ch_edges: Vec::new(),
             edge_state: &self.edge_state,
+            keys: Vec::new(),
         };
         // nothing withheld is touched (leaving a conflict is Python's): checked before any change
         let target_s = if is_retract { Some(s(&target)?) } else { None };
@@ -403,8 +430,9 @@ impl Fold {
                 parts.push(s(&item(c, &PyString::intern(py, n))?)?);
             }
             let key = parts.join(SEP);
-            let id = s(&item(c, intern!(py, "claim_id"))?)?;
-            if run.claims.contains(&id)? {
+            let id_obj = item(c, intern!(py, "claim_id"))?;
+            let id = s(&id_obj)?;
+            if run.claims.contains(&id_obj)? {
                 return Err(Decline("known")); // cannot be accepted; Python names what happens
             }
             if let Some(e) = run.edges.get_item(&key)? {
@@ -412,7 +440,7 @@ impl Fold {
                     return Err(Decline("withheld"));
                 }
             }
-            Some((c.clone(), key, id, parts.swap_remove(0)))
+            Some((c.clone(), key, id, id_obj, parts.swap_remove(0)))
         } else {
             None
         };
@@ -434,7 +462,8 @@ impl Fold {
                     .add(&cid)?;
             }
 
-            if let Some((c, key, id, edge_type)) = claim_parts {
+            if let Some((c, key, id, id_obj, edge_type)) = claim_parts {
+                let key_obj = run.key_obj(&key);
                 run.remember(&key)?;
                 let asserts = s(&item(&c, intern!(py, "polarity"))?)? == "assert";
                 let agent = item(&c, intern!(py, "agent"))?;
@@ -457,7 +486,7 @@ impl Fold {
                 };
                 let cls = self.claim_state.bind(py);
                 let cs = cls.call1((
-                    key.as_str(),
+                    &key_obj,
                     &agent_i,
                     asserts,
                     item(&c, intern!(py, "asserted_at"))?,
@@ -466,7 +495,7 @@ impl Fold {
                     shared,
                     item(&c, intern!(py, "based_on_version"))?,
                 ))?;
-                run.claims.set_item(&id, &cs)?;
+                run.claims.set_item(&id_obj, &cs)?;
                 ch.setattr(intern!(py, "new_claim"), &c)?;
                 let schema = state.getattr(intern!(py, "schema"))?;
                 if !schema.is_none() {
@@ -485,14 +514,14 @@ impl Fold {
                                     g
                                 }
                             };
-                            g.set_item(&agent_i, &id)?;
+                            g.set_item(&agent_i, &id_obj)?;
                         }
                     }
                 }
                 if lost {
                     run.ch_claims.push((id.clone(), LOST));
                 } else {
-                    run.show(&id, &cs, &key, asserts)?;
+                    run.show(&id, &id_obj, &cs, &key, asserts)?;
                 }
             }
             for c in &supersedes {

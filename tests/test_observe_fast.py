@@ -1,0 +1,161 @@
+"""The request path's shortcuts say exactly what the long way says.
+
+The request log's template writes the bytes ``json.dumps`` writes, the in-flight gauge counts
+the scrape that reads it, a route's own security header is kept, and a thin read looks its
+token up once (the gate's lookup is reused only for the very same header).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from starlette.types import Message, Receive, Scope, Send
+
+import claimgraph
+from claimgraph.http.app import create_app
+from claimgraph.http.auth import Principal, TokenFile
+from claimgraph.http.headers import CSP, SecurityHeaders
+from claimgraph.http.observe import JsonLines, request_fields
+from tests.conftest import SCHEMA
+from tests.http_fixtures import TOKENS, token_file
+
+
+@pytest.mark.parametrize(
+    "principal",
+    [None, "inventory", 'qu"ote\\back', "ü-agent", "tab\tand\u2028line", "\x00"],
+)
+@pytest.mark.parametrize("route", ["/v1/edge", "unmatched", "/v1/edges/{edge_type}/{s}/{o}"])
+def test_request_line_template_is_json_dumps(principal: str | None, route: str) -> None:
+    """``JsonLines.request`` writes, byte for byte, the line ``JsonLines(dict)`` writes."""
+    for ts, ms, status, method in (
+        (1_764_590_000.123, 0.042, 200, "GET"),
+        (1e9, 12345.678, 503, "other"),
+        (1_764_590_000.0, 0.0, 401, "DELETE"),
+    ):
+        fast, slow = io.StringIO(), io.StringIO()
+        JsonLines(fast).request(ts, method, route, status, ms, principal)
+        JsonLines(slow)(request_fields(ts, method, route, status, ms, principal))
+        assert fast.getvalue() == slow.getvalue()
+        assert json.loads(fast.getvalue())["principal"] == principal
+
+
+def test_served_log_lines_parse_and_in_flight_counts_the_scrape(tmp_path: Path) -> None:
+    """Through the app: one parseable line per request from the default logger, and the
+    in-flight gauge reads 1 while /metrics (itself a request) is being served, 0 after."""
+    g = claimgraph.open(tmp_path / "g", create=True, graph="test")
+    g.publish_schema(SCHEMA, agent="admin", source="conftest")
+    g.assert_("depends_on", "service:a", "service:b", agent="inventory")
+    out = io.StringIO()
+    app = create_app(g, token_file(), request_log=JsonLines(out))
+    headers = {"Authorization": f"Bearer {TOKENS['tracer']}"}
+    q = {"edge_type": "depends_on", "subject": "service:a", "object": "service:b"}
+
+    async def go() -> None:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://t", headers=headers
+        ) as cl:
+            assert (await cl.get("/v1/edge", params=q)).status_code == 200
+            assert (await cl.get("/v1/head", headers={"Authorization": "x"})).status_code == 401
+            text = (await cl.get("/metrics")).text
+            assert "claimgraph_http_requests_in_flight 1.0" in text
+            assert app.state.metrics.serving == 0
+
+    anyio.run(go)
+    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert [(x["route"], x["status"], x["principal"]) for x in lines] == [
+        ("/v1/edge", 200, "tracer"),
+        ("/v1/head", 401, None),
+        ("/metrics", 200, None),
+    ]
+    assert app.state.thin["answered"] == 1
+
+
+def test_a_route_s_own_security_header_is_kept() -> None:
+    """A response that sets its own CSP keeps it and gets the other headers once each."""
+
+    async def inner(scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"Content-Security-Policy", b"default-src 'self'")],
+            }
+        )
+        await send({"type": "http.response.body", "body": b"x"})
+
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    async def go() -> None:
+        scope = {"type": "http", "path": "/", "method": "GET", "headers": []}
+        await SecurityHeaders(inner)(scope, receive, send)
+        await SecurityHeaders(inner)({**scope, "path": "/docs"}, receive, send)
+
+    anyio.run(go)
+    for start in (sent[0], sent[2]):
+        names = [k.lower() for k, _ in start["headers"]]
+        assert sorted(names) == sorted(set(names))
+        assert dict(start["headers"])[b"Content-Security-Policy"] == b"default-src 'self'"
+        assert dict(start["headers"])[b"x-frame-options"] == b"DENY"
+    plain = [(b"a", b"1")]
+    sent.clear()
+
+    async def bare(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": plain})
+
+    anyio.run(lambda: SecurityHeaders(bare)({"type": "http", "path": "/"}, receive, send))
+    assert dict(sent[0]["headers"])[b"content-security-policy"] == CSP.encode()
+    assert plain == [(b"a", b"1")], "the route's own header list is not changed"
+
+
+class CountingTokens(TokenFile):
+    """A token file that counts its lookups."""
+
+    def __init__(self, inner: TokenFile) -> None:
+        super().__init__(inner._by_digest)
+        self.lookups = 0
+
+    def principal(self, token: str | None) -> Principal | None:
+        self.lookups += 1
+        return super().principal(token)
+
+
+def test_thin_reads_look_the_token_up_once(tmp_path: Path) -> None:
+    """A thin read costs one token lookup (the gate's); with two different Authorization
+    headers the thin path looks its own (the first) up, as the route would."""
+    g = claimgraph.open(tmp_path / "g", create=True, graph="test")
+    g.publish_schema(SCHEMA, agent="admin", source="conftest")
+    g.assert_("depends_on", "service:a", "service:b", agent="inventory")
+    tokens = CountingTokens(token_file())
+    app = create_app(g, tokens)
+    q = "/v1/edge?edge_type=depends_on&subject=service:a&object=service:b"
+    good = (b"authorization", f"Bearer {TOKENS['tracer']}".encode())
+
+    async def call(headers: list[tuple[bytes, bytes]]) -> tuple[int, Any]:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://t"
+        ) as cl:
+            r = await cl.send(httpx.Request("GET", "http://t" + q, headers=headers))
+            return r.status_code, r.json()
+
+    async def go() -> None:
+        status, body = await call([good])
+        assert (status, body["state"]) == (200, "present")
+        assert (tokens.lookups, app.state.thin["answered"]) == (1, 1)
+        tokens.lookups = 0
+        status, _ = await call([good, (b"authorization", b"Bearer nope")])
+        assert status == 200 and tokens.lookups == 2  # the gate took the last, thin the first
+        assert app.state.thin["answered"] == 2
+
+    anyio.run(go)
