@@ -36,8 +36,8 @@ from pydantic import (
 
 from claimgraph.core.commands import CLIENT_COMMANDS, COMMANDS, Sender
 from claimgraph.core.model import LIMITS, Command
-from claimgraph.core.wire import encode_command
 from claimgraph.errors import InputError
+from claimgraph.native.codec import encode_command  # the native writer: the same bytes, ~6x faster
 from claimgraph.service.bounded import loads
 
 __all__ = [
