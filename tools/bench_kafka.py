@@ -46,7 +46,7 @@ from claimgraph.logs.kafka_layout import (  # noqa: E402
     wait_for_leaders,
 )
 from claimgraph.projections.rows import input_key, unpack_version  # noqa: E402
-from claimgraph.streams.kafka import KafkaGovernor  # noqa: E402
+from claimgraph.streams.kafka import KafkaGovernor, txn_producer_config  # noqa: E402
 from claimgraph.streams.kafka_projector import KafkaProjector  # noqa: E402
 from tests.conftest import SCHEMA  # noqa: E402
 from tests.workload import record  # noqa: E402
@@ -101,14 +101,8 @@ def _load(cfg: KafkaConfig, n: int) -> None:
 def copy_loop(cfg: KafkaConfig, n: int, batch: int, batch_ms: int) -> float:
     """The baseline: a transactional consume → produce → commit loop with no logic."""
     producer = Producer(
-        cfg.client(
-            **{
-                "transactional.id": f"{cfg.prefix}-copy",
-                "linger.ms": 5,
-                "batch.num.messages": 10000,
-            }
-        )
-    )
+        txn_producer_config(cfg, **{"transactional.id": f"{cfg.prefix}-copy"})
+    )  # the governor's producer settings
     producer.init_transactions(30)
     consumer = Consumer(
         cfg.client(

@@ -79,11 +79,31 @@ __all__ = [
     "graph_of",
     "live_governors",
     "presence_group",
+    "txn_producer_config",
     "verify_partition",
 ]
 
 _FRAMING = 1024  # bytes a decision record needs beside its value and key (batch, headers)
 _SIZE_ERRORS = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE)
+
+# The transactional producer's tuning, beside the properties a deployment sets (which win).
+# A transaction's AddOffsetsToTxn / AddPartitionsToTxn right after the previous commit gets
+# CONCURRENT_TRANSACTIONS until the broker has written that commit's markers; librdkafka
+# retries it after retry.backoff.ms, 100 ms by default — two thirds of a 1000-command
+# transaction's time on loopback. 10 ms (growing to librdkafka's retry.backoff.max.ms on
+# repeated failures, as before) is what the Java client does for this case.
+TXN_PRODUCER: dict[str, Any] = {
+    "linger.ms": 5,
+    "batch.num.messages": 10000,
+    "retry.backoff.ms": 10,
+}
+
+
+def txn_producer_config(cfg: KafkaConfig, **conf: Any) -> dict[str, Any]:
+    """The configuration of a transactional producer: :data:`TXN_PRODUCER` unless the
+    deployment's client properties set them, then ``conf``."""
+    tuned = {k: v for k, v in TXN_PRODUCER.items() if k not in cfg.extra}
+    return cfg.client(**tuned, **conf)
 
 
 def graph_of(key: bytes | None, known: Container[str]) -> str:
@@ -284,15 +304,14 @@ class KafkaGovernor:
             )
         self.record_limit = limit
         self._producer = Producer(
-            self.cfg.client(
+            txn_producer_config(
+                self.cfg,
                 **{
                     "transactional.id": self.transactional_id,
                     "transaction.timeout.ms": 60000,
-                    "linger.ms": 5,
-                    "batch.num.messages": 10000,
                     "message.max.bytes": limit,
                     "client.id": f"governor-{self.owner}",
-                }
+                },
             )
         )
         self._producer.init_transactions(30)  # fences zombies, aborts their open transaction
