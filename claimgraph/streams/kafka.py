@@ -89,9 +89,10 @@ _SIZE_ERRORS = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE)
 # The transactional producer's tuning, beside the properties a deployment sets (which win).
 # A transaction's AddOffsetsToTxn / AddPartitionsToTxn right after the previous commit gets
 # CONCURRENT_TRANSACTIONS until the broker has written that commit's markers; librdkafka
-# retries it after retry.backoff.ms, 100 ms by default — two thirds of a 1000-command
-# transaction's time on loopback. 10 ms (growing to librdkafka's retry.backoff.max.ms on
-# repeated failures, as before) is what the Java client does for this case.
+# retries it after retry.backoff.ms, 100 ms by default: measured, ~63 of a 1000-command
+# transaction's ~73 ms on loopback. From 10 ms librdkafka backs off exponentially up to its
+# retry.backoff.max.ms (1 s), so an outage is not hammered (the Java client shortens this
+# retry to 20 ms).
 TXN_PRODUCER: dict[str, Any] = {
     "linger.ms": 5,
     "batch.num.messages": 10000,
