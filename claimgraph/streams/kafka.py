@@ -46,7 +46,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_STORED,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from claimgraph.core.chain import ChainChecker
 from claimgraph.core.governor import decide as python_decide
@@ -362,10 +369,14 @@ class KafkaGovernor:
         )
         self._presence.subscribe([self.cfg.placements_topic])  # membership is the presence
         tp = TopicPartition(self.cfg.commands_topic, self.partition)
+        # resume at the group's committed offset (none: the earliest). Assigned before the
+        # offset is asked for: librdkafka holds the first fetch of a partition assigned after
+        # a committed() call back by ~1 s, at every (re)start. Nothing else commits to this
+        # group once init_transactions has fenced older governors, so both read one offset.
+        self._consumer.assign([TopicPartition(tp.topic, tp.partition, OFFSET_STORED)])
         committed = self._consumer.committed([tp], timeout=30)[0].offset
         start = committed if committed >= 0 else 0
         self.position = start
-        self._consumer.assign([TopicPartition(self.cfg.commands_topic, self.partition, start)])
         log_event(
             "governor.started",
             partition=self.partition,
