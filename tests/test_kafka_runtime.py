@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from claimgraph.core.wire import decode_decision
 from claimgraph.errors import GovernorFenced, VersionNotYetAvailable
@@ -15,10 +16,10 @@ from claimgraph.logs.kafka import KafkaConfig, read_partition
 from claimgraph.logs.kafka_layout import init_topics
 from claimgraph.service.audit import compare_with_reprojection
 from claimgraph.service.kafka_graph import KafkaGraph
-from claimgraph.streams.kafka import KafkaGovernor, verify_partition
+from claimgraph.streams.kafka import KafkaGovernor, txn_producer_config, verify_partition
 from claimgraph.streams.kafka_projector import KafkaProjector
 from tests.conftest import SCHEMA
-from tests.kafka_helpers import fresh_config, governor_thread, project_all
+from tests.kafka_helpers import fresh_config, governor_thread, project_all, wait_all_decided
 
 T0 = 1_800_000_000_000
 
@@ -104,6 +105,38 @@ def test_end_to_end_on_kafka(kafka_broker: Any, tmp_path: Path) -> None:
     assert verify_partition(cfg, g.partition) == (9, 9)  # the place record, then 8 commands
     rows, head = compare_with_reprojection(cfg, "test", tmp_path / "p")
     assert rows > 0 and head == stale.version
+
+
+def test_transactional_producer_tuning_yields_to_deployment_properties() -> None:
+    """The governor's producer backs off 10 ms on a busy transaction (librdkafka accepts the
+    settings); a client property the deployment sets wins over the tuning."""
+    plain = txn_producer_config(KafkaConfig("127.0.0.1:1"), **{"transactional.id": "t"})
+    assert (plain["retry.backoff.ms"], plain["transactional.id"]) == (10, "t")
+    Producer(plain)  # librdkafka checks every property here
+    theirs = txn_producer_config(
+        KafkaConfig("127.0.0.1:1", extra={"retry.backoff.ms": "250", "linger.ms": "0"})
+    )
+    assert (theirs["retry.backoff.ms"], theirs["linger.ms"]) == ("250", "0")
+
+
+def test_projector_projects_a_partial_batch_at_once(kafka_broker: Any, tmp_path: Path) -> None:
+    """A step waits for the first decision only, never to fill its batch: three decisions with
+    a batch of 10,000 and a 300 s timeout are projected by the first steps that see them."""
+    cfg = fresh_config(kafka_broker.bootstrap)
+    with KafkaGraph(cfg, "test") as g, governor_thread(cfg, g.partition):
+        g.publish_schema(SCHEMA, agent="admin")
+        last = g.assert_("owns", "service:a", "database:d", agent="inventory")
+    wait_all_decided(cfg, g.partition)
+    proj = KafkaProjector(cfg, "test", tmp_path / "p", batch_size=10_000)
+    t0 = time.monotonic()
+    steps = 0
+    while proj.applied < last.version:
+        proj.step(timeout=300)
+        steps += 1
+        assert steps < 50, f"projector stalled at {proj.applied} of {last.version}"
+    took = time.monotonic() - t0
+    proj.close()
+    assert took < 150, f"a partial batch waited {took:.0f}s for a full one"
 
 
 def test_graphs_sharing_a_partition_keep_separate_state(kafka_broker: Any) -> None:

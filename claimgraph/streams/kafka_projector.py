@@ -208,7 +208,7 @@ class KafkaProjector:
         if self._consumer is None:
             self.start()
         assert self._consumer is not None
-        msgs = self._consumer.consume(num_messages=self.batch_size, timeout=timeout)
+        msgs = self._next_batch(timeout)
         applied = self.applied_at_start
         position = self.position
         decided_ms: list[int] = []  # of each decision written: when it was logged
@@ -253,6 +253,19 @@ class KafkaProjector:
             self._commit_position(position)
         gc.freeze()  # the folded state is long-lived: keep it out of full collections
         return n
+
+    def _next_batch(self, timeout: float) -> list[Any]:
+        """Up to ``batch_size`` records: wait at most ``timeout`` for the first, then take what
+        the consumer has already fetched. Never waits to fill a batch: a partial batch (the
+        tail of a catch-up, a quiet partition) is projected at once, and a projector behind
+        its partition still gets full batches from librdkafka's prefetch."""
+        assert self._consumer is not None
+        first = self._consumer.poll(timeout)
+        if first is None:
+            return []
+        if self.batch_size <= 1:
+            return [first]
+        return [first, *self._consumer.consume(num_messages=self.batch_size - 1, timeout=0)]
 
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         if err is not None:
