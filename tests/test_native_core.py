@@ -44,7 +44,7 @@ def run_both(records: list[bytes], times: list[int], every: int = 8) -> tuple[in
 
     Returns (decided natively, declined) for this stream.
     """
-    py, nat = GraphState(GRAPH), GraphState(GRAPH)
+    py, nat = GraphState(GRAPH, native_tables=False), GraphState(GRAPH)
     before = sum(native.DECIDED.values()), sum(native.DECLINED.values())
     for i, (record, now) in enumerate(zip(records, times, strict=True)):
         expected = python_decide(py, record, i, now)
@@ -322,7 +322,7 @@ def test_the_embedded_runtime_decides_natively_and_verifies(
         assert seen() - before == len(records)  # every command went by the native path
         assert verify(g).decisions == len(records)
         audit(g)
-        py = GraphState(GRAPH)
+        py = GraphState(GRAPH, native_tables=False)
         logged = g.logs.decisions.read(0, len(records))
         for i, rec in enumerate(g.logs.commands.read(0, len(records))):
             d = python_decide(py, rec.value, rec.offset, rec.timestamp)

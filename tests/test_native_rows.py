@@ -62,7 +62,11 @@ def run_both(records: list[bytes], times: list[int], cuts: list[int]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         stores = [ProjectionStore(Path(tmp) / n, create=True) for n in ("py", "nat", "re")]
         try:
-            py, nat, re = GraphState(GRAPH), GraphState(GRAPH), GraphState(GRAPH)
+            py, nat, re = (
+                GraphState(GRAPH, native_tables=False),
+                GraphState(GRAPH),
+                GraphState(GRAPH),
+            )
             ppy, pnat, pre = (Projector(s, g) for s, g in zip(stores, (py, nat, re), strict=True))
             logged: list[LogRecord] = []
             for a, b in pairwise(bounds):
@@ -197,7 +201,7 @@ def test_the_batch_stops_before_a_decision_too_long(
     whose decision is longer, deciding and folding exactly what Python does before it."""
     records, times = stream
     recs = [LogRecord(i, t, r) for i, (r, t) in enumerate(zip(records, times, strict=True))]
-    py, nat = GraphState(GRAPH), GraphState(GRAPH)
+    py, nat = GraphState(GRAPH, native_tables=False), GraphState(GRAPH)
     want = []
     for rec in recs:
         d = python_decide(py, rec.value, rec.offset, rec.timestamp)

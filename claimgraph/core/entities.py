@@ -7,7 +7,9 @@ status is one of the small integers below (:data:`STATUS_NAMES` names them).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar, overload
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -59,6 +61,27 @@ def slot_keys(et: EdgeType | None, key: str) -> tuple[str, ...]:
     if object_side:
         out.append(SEP.join((t, "in", ot, oi)))
     return tuple(out)
+
+
+V = TypeVar("V")
+
+
+class Table(Protocol[V]):
+    """What the fold needs of its claims and edges tables: a ``dict`` or the native tables
+    (``claimgraph_native.ClaimMap`` / ``EdgeMap``, insertion-ordered, items are write-through
+    views; nothing is ever removed from them)."""
+
+    def __getitem__(self, key: str, /) -> V: ...
+    def __setitem__(self, key: str, value: V, /) -> None: ...
+    def __contains__(self, key: object, /) -> bool: ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[str]: ...
+    @overload
+    def get(self, key: str, /) -> V | None: ...
+    @overload
+    def get(self, key: str, default: V, /) -> V: ...
+    def items(self) -> Iterable[tuple[str, V]]: ...
+    def values(self) -> Iterable[V]: ...
 
 
 class ClaimState:

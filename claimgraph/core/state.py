@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import sys
 from bisect import bisect_right
+from collections.abc import Callable
+from typing import Any
 
 from claimgraph.core.chain import GENESIS, chain_next
 from claimgraph.core.entities import (
@@ -48,6 +50,7 @@ from claimgraph.core.entities import (
     EdgeState,
     GrantState,
     KeyState,
+    Table,
     edge_key,
     edge_parts,
     fold_key,
@@ -85,15 +88,32 @@ __all__ = [
 ]
 
 
-class GraphState:
-    """The folded state of one graph: claims, edges, slots, conflicts, grants, schema."""
+# Where claims and edges are kept: ``None``, Python dicts; else a factory of the native core's
+# tables (``claimgraph.native`` installs it when the native module is loaded). The tables are
+# mappings in insertion order whose items are write-through views with the attributes of
+# ClaimState / EdgeState, so the fold below runs unchanged on either, and folds the same state.
+TABLES: Callable[[], tuple[Any, Any]] | None = None
 
-    def __init__(self, graph: str) -> None:
+
+class GraphState:
+    """The folded state of one graph: claims, edges, slots, conflicts, grants, schema.
+
+    ``native_tables``: keep claims and edges in the native core's tables (off the Python heap;
+    the default when the native core is loaded) or, False, in Python dicts.
+    """
+
+    def __init__(self, graph: str, native_tables: bool | None = None) -> None:
         self.graph = graph
         self.schema: GraphSchema | None = None
         self.schema_rev = 0
-        self.claims: dict[str, ClaimState] = {}
-        self.edges: dict[str, EdgeState] = {}
+        self.claims: Table[ClaimState]
+        self.edges: Table[EdgeState]
+        if TABLES is not None and native_tables is not False:
+            self.claims, self.edges = TABLES()
+        else:
+            claims: dict[str, ClaimState] = {}
+            edges: dict[str, EdgeState] = {}
+            self.claims, self.edges = claims, edges
         self.slot_holder: dict[str, str] = {}  # exclusive slot → edge holding visible asserts
         self.slot_conflict: dict[str, str] = {}  # exclusive slot → open conflict id
         self.slot_changed: dict[str, int] = {}
@@ -389,6 +409,14 @@ class GraphState:
                 seen[s] = key
         return bad
 
+    def _edge(self, key: str) -> EdgeState:
+        """The edge's state, added empty if it has none (a table copies what it is given)."""
+        es = self.edges.get(key)
+        if es is None:
+            self.edges[key] = EdgeState()
+            es = self.edges[key]
+        return es
+
     def _remember(self, before: dict[str, str], key: str) -> None:
         if key not in before:
             before[key] = self.edge_read(key)[0]
@@ -399,9 +427,7 @@ class GraphState:
         self._remember(before, key)
         self._leave_conflict(claim_id, cs, ch)
         cs.status = VISIBLE
-        es = self.edges.get(key)
-        if es is None:
-            es = self.edges[key] = EdgeState()
+        es = self._edge(key)
         es.visible = (*es.visible, claim_id)
         if cs.asserts:
             for s in self.slots_of(key):
@@ -456,9 +482,7 @@ class GraphState:
         conflict.members.append(claim_id)
         cs.status = WITHHELD
         cs.conflict = conflict_id
-        es = self.edges.get(cs.edge)
-        if es is None:
-            es = self.edges[cs.edge] = EdgeState()
+        es = self._edge(cs.edge)
         es.withheld = (*es.withheld, claim_id)
         if (claim_id, WITHHELD) not in ch.claims:
             ch.claims.append((claim_id, WITHHELD))
@@ -506,10 +530,7 @@ class GraphState:
             self.slot_changed[s] = version
         for key, state in before.items():
             if self.edge_read(key)[0] != state:
-                es = self.edges.get(key)
-                if es is None:
-                    es = self.edges[key] = EdgeState()
-                es.changed = version
+                self._edge(key).changed = version
                 for s in self.slots_of(key):
                     self.slot_changed[s] = version
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
+from typing import Any
+
+from claimgraph.core import state
 
 __all__ = ["ABI", "ACTIVE", "module", "which"]
 
-ABI = 2  # the interface version this package speaks; a stale build with another is not used
+ABI = 3  # the interface version this package speaks; a stale build with another is not used
 
 
 def _load() -> ModuleType | None:
@@ -36,6 +39,16 @@ def _load() -> ModuleType | None:
 
 module: ModuleType | None = _load()
 ACTIVE: bool = module is not None
+
+
+def _tables() -> tuple[Any, Any]:
+    assert module is not None
+    store = module.Store()
+    return store.claims(), store.edges()
+
+
+if module is not None:
+    state.TABLES = _tables  # the fold's claims and edges in native tables (off the heap)
 
 
 def which() -> str:

@@ -105,12 +105,7 @@ def _fold() -> Any:
         return None
     from claimgraph.core import entities
 
-    return module.Fold(
-        entities.ClaimState,
-        entities.EdgeState,
-        entities.Changes,
-        entities._CONF,
-    )
+    return module.Fold(entities.Changes)
 
 
 def _evolve(state: GraphState, d: Decision, version: int, raw: bytes | None = None) -> Changes:

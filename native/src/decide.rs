@@ -16,6 +16,7 @@ use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyList, PySet, PyString, PyTuple
 
 use crate::avro::Codec;
 use crate::sha256::{hex, sha256};
+use crate::table::{ClaimMap, Store};
 
 /// Why the native path handed a command to Python.
 pub struct Decline(pub &'static str);
@@ -160,8 +161,7 @@ pub struct Hot {
 /// What the rules below read of the state, fetched once per command.
 struct St<'py> {
     state: Bound<'py, PyAny>,
-    claims: Bound<'py, PyDict>,
-    edges: Bound<'py, PyDict>,
+    store: Bound<'py, Store>,
 }
 
 #[pymethods]
@@ -224,10 +224,17 @@ impl Hot {
             .decode_bytes(py, raw, 10)
             .map_err(|_| Decline("decode"))?;
         let c = dict(c.into_bound(py))?;
+        let store = state
+            .getattr(intern!(py, "claims"))?
+            .downcast_into::<ClaimMap>()
+            .map_err(|_| Decline("tables"))?
+            .get()
+            .store
+            .bind(py)
+            .clone();
         let st = St {
             state: state.clone(),
-            claims: dict(state.getattr(intern!(py, "claims"))?)?,
-            edges: dict(state.getattr(intern!(py, "edges"))?)?,
+            store,
         };
 
         // decide_command: _check_envelope
@@ -239,7 +246,11 @@ impl Hot {
         }
         let other = state.getattr(intern!(py, "other_commands"))?;
         let other = other.downcast::<PySet>().map_err(|_| Decline("error"))?;
-        let duplicate = st.claims.contains(&cid)? || other.contains(&cid)?;
+        let known = match cid.downcast::<PyString>() {
+            Ok(x) => st.store.borrow().claim_index(x.to_str()?).is_some(),
+            Err(_) => false,
+        };
+        let duplicate = known || other.contains(&cid)?;
         let agent = get(&c, intern!(py, "agent"))?;
         let task = get(&c, intern!(py, "task"))?;
 
@@ -454,7 +465,6 @@ impl Hot {
             .map(|p| p.downcast::<PyString>().unwrap().to_str())
             .collect::<PyResult<_>>()?;
         let key = strs.join(&SEP.to_string());
-        let key_obj = PyString::new(py, &key);
         let mut slots: Vec<String> = Vec::with_capacity(2);
         if et.getattr(intern!(py, "subject_exclusive"))?.is_truthy()? {
             slots.push([strs[0], "out", strs[1], strs[2]].join(&SEP.to_string()));
@@ -465,7 +475,7 @@ impl Hot {
         let polarity = text(&get(c, intern!(py, "polarity"))?)?;
         let asserts = polarity.to_str()? == "assert";
 
-        let es = st.edges.get_item(&key_obj)?;
+        let es = st.store.borrow().edge_index(&key);
         // staleness (embedded logs: versions are sequence numbers)
         let mut stale = false;
         if let Some(b) = based_v {
@@ -476,8 +486,8 @@ impl Hot {
             if b > head {
                 return Err(Decline("refused"));
             }
-            let mut changed: i64 = match &es {
-                Some(e) => e.getattr(intern!(py, "changed"))?.extract()?,
+            let mut changed: i64 = match es {
+                Some(e) => st.store.borrow().edge(e).changed,
                 None => -1,
             };
             let slot_changed = dict(state.getattr(intern!(py, "slot_changed"))?)?;
@@ -504,30 +514,19 @@ impl Hot {
         let mut agreeing: Vec<String> = Vec::new();
         let mut opposing: Vec<String> = Vec::new();
         let agent_s = text(agent)?.to_str()?.to_owned();
-        let claim_of = |id: &Bound<'py, PyAny>| -> D<(String, bool, i64)> {
-            let cs = st.claims.get_item(id)?.ok_or(Decline("error"))?;
-            Ok((
-                text(&cs.getattr(intern!(py, "agent"))?)?
-                    .to_str()?
-                    .to_owned(),
-                cs.getattr(intern!(py, "asserts"))?.is_truthy()?,
-                cs.getattr(intern!(py, "ts"))?.extract()?,
-            ))
-        };
         let mut ts_of: Vec<(String, i64)> = Vec::new();
-        if let Some(e) = &es {
-            let withheld = e.getattr(intern!(py, "withheld"))?;
-            if withheld.len()? != 0 {
+        if let Some(e) = es {
+            let store = st.store.borrow();
+            if store.n_withheld(e) != 0 {
                 return Err(Decline("conflict"));
             }
-            for id in e.getattr(intern!(py, "visible"))?.try_iter()? {
-                let id = id?;
-                let (a, pol, t) = claim_of(&id)?;
-                let ids = text(&id)?.to_str()?.to_owned();
-                ts_of.push((ids.clone(), t));
-                if a == agent_s {
+            for ci in store.visible(e) {
+                let cs = store.claim(ci);
+                let ids = store.claim_id(ci).to_owned();
+                ts_of.push((ids.clone(), cs.ts));
+                if store.claim_agent(ci) == agent_s {
                     own.push(ids);
-                } else if pol == asserts {
+                } else if cs.asserts == asserts {
                     agreeing.push(ids);
                 } else {
                     opposing.push(ids);
@@ -550,16 +549,17 @@ impl Hot {
                 if text(&holder)?.to_str()? == key {
                     continue;
                 }
-                let he = st.edges.get_item(&holder)?.ok_or(Decline("error"))?;
-                for id in he.getattr(intern!(py, "visible"))?.try_iter()? {
-                    let id = id?;
-                    let ids = text(&id)?.to_str()?.to_owned();
+                let store = st.store.borrow();
+                let he = store
+                    .edge_index(text(&holder)?.to_str()?)
+                    .ok_or(Decline("error"))?;
+                for ci in store.visible(he) {
+                    let ids = store.claim_id(ci).to_owned();
                     if own.contains(&ids) || opposing.contains(&ids) {
                         continue;
                     }
-                    let (a, _, t) = claim_of(&id)?;
-                    ts_of.push((ids.clone(), t));
-                    if a == agent_s {
+                    ts_of.push((ids.clone(), store.claim(ci).ts));
+                    if store.claim_agent(ci) == agent_s {
                         own.push(ids);
                     } else {
                         opposing.push(ids);
@@ -667,11 +667,16 @@ impl Hot {
         check_id(&target, false)?;
         let reason = get(c, intern!(py, "reason"))?;
         check_text(&reason, LIMIT_REASONING)?;
-        let cs = st.claims.get_item(&target)?.ok_or(Decline("refused"))?;
-        if !same(&cs.getattr(intern!(py, "agent"))?, agent)? {
+        let store = st.store.borrow();
+        let ci = match target.downcast::<PyString>() {
+            Ok(t) => store.claim_index(t.to_str()?),
+            Err(_) => None,
+        }
+        .ok_or(Decline("refused"))?;
+        if store.claim_agent(ci) != text(agent)?.to_str()? {
             return Err(Decline("refused"));
         }
-        let status: i64 = cs.getattr(intern!(py, "status"))?.extract()?;
+        let status = i64::from(store.claim(ci).status);
         if status != VISIBLE {
             return Err(Decline("not_visible"));
         }

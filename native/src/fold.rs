@@ -10,10 +10,11 @@
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyType};
 
 use crate::decide::Decline;
 use crate::sha256::sha256;
+use crate::table::{ClaimMap, Store};
 
 type D<T> = Result<T, Decline>;
 
@@ -26,10 +27,7 @@ const RETIRED: i64 = 5;
 
 #[pyclass(frozen, module = "claimgraph_native")]
 pub struct Fold {
-    claim_state: Py<PyType>,
-    edge_state: Py<PyType>,
     changes: Py<PyType>,
-    conf: Py<PyDict>, // entities._CONF: one float object per distinct confidence
 }
 
 fn s<'py>(v: &Bound<'py, PyAny>) -> D<String> {
@@ -55,17 +53,15 @@ fn empty(v: &Bound<'_, PyAny>) -> D<bool> {
 struct Run<'py> {
     py: Python<'py>,
     state: Bound<'py, PyAny>,
-    claims: Bound<'py, PyDict>,
-    edges: Bound<'py, PyDict>,
+    store: Bound<'py, Store>,
     slot_holder: Bound<'py, PyDict>,
     slot_conflict: Bound<'py, PyDict>,
     sides: Bound<'py, PyDict>,
     before: Vec<(String, &'static str)>,
     ch_claims: Vec<(String, i64)>,
     ch_edges: Vec<String>,
-    edge_state: &'py Py<PyType>,
-    // One Python string per edge key met in this decision: the claim's ``edge``, the edges
-    // dict's key and the slot holders' values are then one object, as in ``evolve``.
+    // One Python string per edge key met in this decision: the slot holders' values are then
+    // one object, as in ``evolve``.
     keys: Vec<(String, Bound<'py, PyAny>)>,
 }
 
@@ -96,37 +92,33 @@ impl<'py> Run<'py> {
         Ok(out)
     }
 
-    fn claim(&self, id: &str) -> D<Bound<'py, PyAny>> {
-        self.claims.get_item(id)?.ok_or(Decline("error"))
+    fn claim(&self, id: &str) -> D<u32> {
+        self.store.borrow().claim_index(id).ok_or(Decline("error"))
     }
 
     /// ``GraphState.edge_read(key)[0]``.
     fn read(&self, key: &str) -> D<&'static str> {
-        let py = self.py;
-        let es = self.edges.get_item(key)?;
-        if let Some(e) = &es {
-            let w = e.getattr(intern!(py, "withheld"))?;
-            if !empty(&w)? {
-                let first = w.get_item(0)?;
-                let c = self.claims.get_item(&first)?.ok_or(Decline("error"))?;
-                if !c.getattr(intern!(py, "conflict"))?.is_none() {
-                    return Ok("unknown");
+        let e = {
+            let st = self.store.borrow();
+            let e = st.edge_index(key);
+            if let Some(e) = e {
+                if let Some(w) = st.first_withheld(e) {
+                    if st.claim_conflict(w).is_some() {
+                        return Ok("unknown");
+                    }
                 }
             }
-        }
+            e
+        };
         for sl in self.slots(key)? {
             if self.slot_conflict.get_item(sl)?.is_some() {
                 return Ok("unknown");
             }
         }
-        if let Some(e) = &es {
-            let v = e.getattr(intern!(py, "visible"))?;
-            if !empty(&v)? {
-                let c = self
-                    .claims
-                    .get_item(v.get_item(0)?)?
-                    .ok_or(Decline("error"))?;
-                if c.getattr(intern!(py, "asserts"))?.is_truthy()? {
+        if let Some(e) = e {
+            let st = self.store.borrow();
+            if let Some(v) = st.first_visible(e) {
+                if st.claim(v).asserts {
                     return Ok("present");
                 }
             }
@@ -158,35 +150,17 @@ impl<'py> Run<'py> {
         o
     }
 
-    fn new_edge(&mut self, key: &str) -> D<Bound<'py, PyAny>> {
-        let py = self.py;
-        let es = self.edge_state.bind(py).call0()?;
-        let k = self.key_obj(key);
-        self.edges.set_item(k, &es)?;
-        Ok(es)
-    }
-
     /// ``GraphState._show`` of a claim that is not withheld.
-    fn show(
-        &mut self,
-        id: &str,
-        id_obj: &Bound<'py, PyAny>,
-        cs: &Bound<'py, PyAny>,
-        key: &str,
-        asserts: bool,
-    ) -> D<()> {
-        let py = self.py;
+    fn show(&mut self, id: &str, ci: u32, key: &str, asserts: bool) -> D<()> {
         self.remember(key)?;
-        cs.setattr(intern!(py, "status"), VISIBLE)?;
-        let es = match self.edges.get_item(key)? {
-            Some(e) => e,
-            None => self.new_edge(key)?,
-        };
-        let old = es.getattr(intern!(py, "visible"))?;
-        let old = old.downcast::<PyTuple>().map_err(|_| Decline("error"))?;
-        let mut items: Vec<Bound<'py, PyAny>> = old.iter().collect();
-        items.push(id_obj.clone());
-        es.setattr(intern!(py, "visible"), PyTuple::new(py, items)?)?;
+        {
+            let mut st = self.store.borrow_mut();
+            st.claim_mut(ci).status = VISIBLE as u8;
+            let e = st.ensure_edge(key)?;
+            let mut vis = st.visible(e);
+            vis.push(ci);
+            st.set_visible(e, vis);
+        }
         if asserts {
             let k = self.key_obj(key);
             for sl in self.slots(key)? {
@@ -200,39 +174,19 @@ impl<'py> Run<'py> {
 
     /// ``GraphState._hide`` of a claim that is not withheld (checked before the fold began).
     fn hide(&mut self, id: &str, status: i64) -> D<()> {
-        let py = self.py;
-        let cs = self.claim(id)?;
-        let key_obj = cs.getattr(intern!(py, "edge"))?;
-        let key = s(&key_obj)?;
-        if !self.keys.iter().any(|(k, _)| *k == key) {
-            self.keys.push((key.clone(), key_obj));
-        }
+        let ci = self.claim(id)?;
+        let key = self.store.borrow().claim_key(ci).to_owned();
         self.remember(&key)?;
-        let now: i64 = cs.getattr(intern!(py, "status"))?.extract()?;
+        let now = i64::from(self.store.borrow().claim(ci).status);
         if now == VISIBLE {
-            let es = self.edges.get_item(&key)?.ok_or(Decline("error"))?;
-            let old = es.getattr(intern!(py, "visible"))?;
-            let mut keep: Vec<Bound<'py, PyAny>> = Vec::new();
-            for x in old.try_iter()? {
-                let x = x?;
-                if s(&x)? != id {
-                    keep.push(x);
-                }
-            }
-            let mut any_assert = false;
-            for x in &keep {
-                if self
-                    .claims
-                    .get_item(x)?
-                    .ok_or(Decline("error"))?
-                    .getattr(intern!(py, "asserts"))?
-                    .is_truthy()?
-                {
-                    any_assert = true;
-                    break;
-                }
-            }
-            es.setattr(intern!(py, "visible"), PyTuple::new(py, keep)?)?;
+            let any_assert = {
+                let mut st = self.store.borrow_mut();
+                let e = st.edge_index(&key).ok_or(Decline("error"))?;
+                let keep: Vec<u32> = st.visible(e).into_iter().filter(|&x| x != ci).collect();
+                let any = keep.iter().any(|&x| st.claim(x).asserts);
+                st.set_visible(e, keep);
+                any
+            };
             if !any_assert {
                 for sl in self.slots(&key)? {
                     if let Some(h) = self.slot_holder.get_item(&sl)? {
@@ -243,7 +197,7 @@ impl<'py> Run<'py> {
                 }
             }
         }
-        cs.setattr(intern!(py, "status"), status)?;
+        self.store.borrow_mut().claim_mut(ci).status = status as u8;
         self.ch_claims.push((id.to_owned(), status));
         self.touch(&key);
         Ok(())
@@ -261,18 +215,8 @@ impl<'py> Run<'py> {
 #[pymethods]
 impl Fold {
     #[new]
-    fn new(
-        claim_state: Py<PyType>,
-        edge_state: Py<PyType>,
-        changes: Py<PyType>,
-        conf: Py<PyDict>,
-    ) -> Self {
-        Fold {
-            claim_state,
-            edge_state,
-            changes,
-            conf,
-        }
+    fn new(changes: Py<PyType>) -> Self {
+        Fold { changes }
     }
 
     /// ``(changes, None)`` with the state folded, or ``(None, why)``: nothing changed, fold it
@@ -395,25 +339,31 @@ impl Fold {
         {
             return Err(Decline("effects"));
         }
+        let store = state
+            .getattr(intern!(py, "claims"))?
+            .downcast_into::<ClaimMap>()
+            .map_err(|_| Decline("tables"))?
+            .get()
+            .store
+            .bind(py)
+            .clone();
         let mut run = Run {
             py,
             state: state.clone(),
-            claims: dict(state.getattr(intern!(py, "claims"))?)?,
-            edges: dict(state.getattr(intern!(py, "edges"))?)?,
+            store,
             slot_holder: dict(state.getattr(intern!(py, "slot_holder"))?)?,
             slot_conflict: dict(state.getattr(intern!(py, "slot_conflict"))?)?,
             sides: dict(state.getattr(intern!(py, "_sides"))?)?,
             before: Vec::new(),
             ch_claims: Vec::new(),
             ch_edges: Vec::new(),
-            edge_state: &self.edge_state,
             keys: Vec::new(),
         };
         // nothing withheld is touched (leaving a conflict is Python's): checked before any change
         let target_s = if is_retract { Some(s(&target)?) } else { None };
         for id in supersedes.iter().chain(target_s.iter()) {
-            let st: i64 = run.claim(id)?.getattr(intern!(py, "status"))?.extract()?;
-            if st == WITHHELD {
+            let ci = run.claim(id)?;
+            if i64::from(run.store.borrow().claim(ci).status) == WITHHELD {
                 return Err(Decline("withheld"));
             }
         }
@@ -432,12 +382,15 @@ impl Fold {
             let key = parts.join(SEP);
             let id_obj = item(c, intern!(py, "claim_id"))?;
             let id = s(&id_obj)?;
-            if run.claims.contains(&id_obj)? {
-                return Err(Decline("known")); // cannot be accepted; Python names what happens
-            }
-            if let Some(e) = run.edges.get_item(&key)? {
-                if !empty(&e.getattr(intern!(py, "withheld"))?)? {
-                    return Err(Decline("withheld"));
+            {
+                let st = run.store.borrow();
+                if st.claim_index(&id).is_some() {
+                    return Err(Decline("known")); // cannot be accepted; Python names what happens
+                }
+                if let Some(e) = st.edge_index(&key) {
+                    if st.n_withheld(e) > 0 {
+                        return Err(Decline("withheld"));
+                    }
                 }
             }
             Some((c.clone(), key, id, id_obj, parts.swap_remove(0)))
@@ -463,39 +416,25 @@ impl Fold {
             }
 
             if let Some((c, key, id, id_obj, edge_type)) = claim_parts {
-                let key_obj = run.key_obj(&key);
                 run.remember(&key)?;
                 let asserts = s(&item(&c, intern!(py, "polarity"))?)? == "assert";
                 let agent = item(&c, intern!(py, "agent"))?;
                 let agent = agent.downcast::<PyString>().map_err(|_| Decline("error"))?;
                 let agent_i = PyString::intern(py, agent.to_str()?);
-                let conf = item(&c, intern!(py, "confidence"))?;
-                let shared = {
-                    let table = self.conf.bind(py);
-                    if table.len() > 4096 {
-                        conf.clone()
-                    } else {
-                        match table.get_item(&conf)? {
-                            Some(x) => x,
-                            None => {
-                                table.set_item(&conf, &conf)?;
-                                conf.clone()
-                            }
-                        }
-                    }
-                };
-                let cls = self.claim_state.bind(py);
-                let cs = cls.call1((
-                    &key_obj,
-                    &agent_i,
+                let conf: f64 = item(&c, intern!(py, "confidence"))?.extract()?;
+                let ts: i64 = item(&c, intern!(py, "asserted_at"))?.extract()?;
+                let based: Option<i64> = item(&c, intern!(py, "based_on_version"))?.extract()?;
+                let ci = run.store.borrow_mut().put_claim(
+                    &id,
+                    &key,
+                    agent.to_str()?,
                     asserts,
-                    item(&c, intern!(py, "asserted_at"))?,
-                    LOST,
-                    py.None(),
-                    shared,
-                    item(&c, intern!(py, "based_on_version"))?,
-                ))?;
-                run.claims.set_item(&id_obj, &cs)?;
+                    ts,
+                    LOST as u8,
+                    None,
+                    conf,
+                    based,
+                )?;
                 ch.setattr(intern!(py, "new_claim"), &c)?;
                 let schema = state.getattr(intern!(py, "schema"))?;
                 if !schema.is_none() {
@@ -521,7 +460,7 @@ impl Fold {
                 if lost {
                     run.ch_claims.push((id.clone(), LOST));
                 } else {
-                    run.show(&id, &id_obj, &cs, &key, asserts)?;
+                    run.show(&id, ci, &key, asserts)?;
                 }
             }
             for c in &supersedes {
@@ -530,12 +469,14 @@ impl Fold {
             if let Some(t) = &target_s {
                 run.hide(t, RETIRED)?;
                 // _drop_vote
-                let cs = run.claim(t)?;
-                let key = s(&cs.getattr(intern!(py, "edge"))?)?;
+                let ci = run.claim(t)?;
+                let (key, agent) = {
+                    let st = run.store.borrow();
+                    (st.claim_key(ci).to_owned(), st.claim_agent(ci).to_owned())
+                };
                 let votes = dict(state.getattr(intern!(py, "votes"))?)?;
                 if let Some(g) = votes.get_item(run.vote_group(&key)?)? {
                     let g = dict(g)?;
-                    let agent = cs.getattr(intern!(py, "agent"))?;
                     if let Some(v) = g.get_item(&agent)? {
                         if s(&v)? == *t {
                             g.del_item(&agent)?;
@@ -548,11 +489,11 @@ impl Fold {
             let before = std::mem::take(&mut run.before);
             for (key, was) in &before {
                 if run.read(key)? != *was {
-                    let es = match run.edges.get_item(key)? {
-                        Some(e) => e,
-                        None => run.new_edge(key)?,
-                    };
-                    es.setattr(intern!(py, "changed"), version)?;
+                    let v: i64 = version.extract()?;
+                    let mut st = run.store.borrow_mut();
+                    let e = st.ensure_edge(key)?;
+                    st.set_changed(e, v);
+                    drop(st);
                     for sl in run.slots(key)? {
                         slot_changed.set_item(sl, version)?;
                     }

@@ -10,6 +10,7 @@ mod decide;
 mod fold;
 mod rows;
 mod sha256;
+mod table;
 
 /// The SHA-256 of ``data``, in hex (the chain's ``command_sha256``).
 /// ``scalar``: without the CPU's SHA extensions (tests check both ways).
@@ -29,8 +30,13 @@ fn claimgraph_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<decide::Hot>()?;
     m.add_class::<fold::Fold>()?;
     m.add_class::<batch::Batch>()?;
+    m.add_class::<table::Store>()?;
+    m.add_class::<table::ClaimMap>()?;
+    m.add_class::<table::EdgeMap>()?;
+    m.add_class::<table::ClaimRef>()?;
+    m.add_class::<table::EdgeRef>()?;
     m.add_function(wrap_pyfunction!(batch::row_json, m)?)?;
     m.add_function(wrap_pyfunction!(sha256_hex, m)?)?;
-    m.add("ABI", 2)?;
+    m.add("ABI", 3)?;
     Ok(())
 }

@@ -15,6 +15,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyT
 use std::collections::HashMap;
 
 use crate::decide::Decline;
+use crate::table::{ClaimMap, Store};
 
 type D<T> = Result<T, Decline>;
 
@@ -468,8 +469,7 @@ fn empty(v: &Bound<'_, PyAny>) -> D<bool> {
 pub struct Stage<'py> {
     pub py: Python<'py>,
     pub state: Bound<'py, PyAny>,
-    pub claims: Bound<'py, PyDict>,
-    pub edges: Bound<'py, PyDict>,
+    pub store: Bound<'py, Store>,
     pub slot_conflict: Bound<'py, PyDict>,
     pub sides: Bound<'py, PyDict>,
     pub staged: Bound<'py, PyDict>, // Projector._staged_records
@@ -489,8 +489,14 @@ impl<'py> Stage<'py> {
         Ok(Stage {
             py,
             state: state.clone(),
-            claims: dict(state.getattr(intern!(py, "claims"))?)?,
-            edges: dict(state.getattr(intern!(py, "edges"))?)?,
+            store: state
+                .getattr(intern!(py, "claims"))?
+                .downcast_into::<ClaimMap>()
+                .map_err(|_| Decline("tables"))?
+                .get()
+                .store
+                .bind(py)
+                .clone(),
             slot_conflict: dict(state.getattr(intern!(py, "slot_conflict"))?)?,
             sides: dict(state.getattr(intern!(py, "_sides"))?)?,
             staged: dict(projector.getattr(intern!(py, "_staged_records"))?)?,
@@ -525,80 +531,55 @@ impl<'py> Stage<'py> {
     }
 
     /// ``edge_own`` (with_slots false) or ``edge_read`` (true): the state, the conflict id
-    /// (None: null) and the visible claims (None: ``[]``).
-    #[allow(clippy::type_complexity)]
+    /// and the visible claims.
     fn edge(
         &self,
         key: &str,
         p: &[&str],
         with_slots: bool,
-    ) -> D<(
-        &'static str,
-        Option<Bound<'py, PyAny>>,
-        Option<Bound<'py, PyAny>>,
-    )> {
-        let py = self.py;
-        let es = self.edges.get_item(key)?;
+    ) -> D<(&'static str, Option<String>, Vec<String>)> {
         let mut unknown = false;
-        let mut conflict: Option<Bound<'py, PyAny>> = None;
-        if let Some(e) = &es {
-            let w = e.getattr(intern!(py, "withheld"))?;
-            if !empty(&w)? {
-                let c = self
-                    .claims
-                    .get_item(w.get_item(0)?)?
-                    .ok_or(Decline("error"))?;
-                let c = c.getattr(intern!(py, "conflict"))?;
-                if !with_slots || !c.is_none() {
-                    unknown = true;
-                    conflict = Some(c);
+        let mut conflict: Option<String> = None;
+        let (es, visible, first_asserts) = {
+            let st = self.store.borrow();
+            let es = st.edge_index(key);
+            if let Some(e) = es {
+                if let Some(w) = st.first_withheld(e) {
+                    let c = st.claim_conflict(w);
+                    if !with_slots || c.is_some() {
+                        unknown = true;
+                        conflict = c.map(str::to_owned);
+                    }
                 }
             }
-        }
+            let vis = match es {
+                Some(e) => st.visible(e),
+                None => Vec::new(),
+            };
+            let first_asserts = vis.first().map(|&c| st.claim(c).asserts);
+            let names: Vec<String> = vis.iter().map(|&c| st.claim_id(c).to_owned()).collect();
+            (es, names, first_asserts)
+        };
         if with_slots && !unknown {
             for sl in self.slots(key, p)? {
                 if let Some(c) = self.slot_conflict.get_item(sl)? {
                     if !c.is_none() {
                         unknown = true;
-                        conflict = Some(c);
+                        conflict = Some(s(&c)?);
                         break;
                     }
                 }
             }
         }
-        let visible = match &es {
-            Some(e) => Some(e.getattr(intern!(py, "visible"))?),
-            None => None,
-        };
+        let _ = es;
         let state = if unknown {
             "unknown"
+        } else if first_asserts == Some(true) {
+            "present"
         } else {
-            match &visible {
-                Some(v) if !empty(v)? => {
-                    let c = self
-                        .claims
-                        .get_item(v.get_item(0)?)?
-                        .ok_or(Decline("error"))?;
-                    if c.getattr(intern!(py, "asserts"))?.is_truthy()? {
-                        "present"
-                    } else {
-                        "absent"
-                    }
-                }
-                _ => "absent",
-            }
+            "absent"
         };
         Ok((state, conflict, visible))
-    }
-
-    fn opt_json(out: &mut Vec<u8>, v: &Option<Bound<'py, PyAny>>, none: &[u8]) -> D<()> {
-        match v {
-            Some(x) => put_json(out, x),
-            None => {
-                out.extend_from_slice(none);
-                Ok(())
-            }
-        }
     }
 
     /// The rows of one decision put into the projector's write batch, with its caches updated
@@ -667,9 +648,19 @@ impl<'py> Stage<'py> {
             value.push(b'[');
             put_str(&mut value, state);
             value.push(b',');
-            Self::opt_json(&mut value, &conflict, b"null")?;
+            match &conflict {
+                Some(c) => put_str(&mut value, c),
+                None => value.extend_from_slice(b"null"),
+            }
             value.push(b',');
-            Self::opt_json(&mut value, &visible, b"[]")?;
+            value.push(b'[');
+            for (i, c) in visible.iter().enumerate() {
+                if i > 0 {
+                    value.push(b',');
+                }
+                put_str(&mut value, c);
+            }
+            value.push(b']');
             value.push(b']');
             out.push(entity_key(b'E', key, version));
             out.push(value.clone());
@@ -688,21 +679,17 @@ impl<'py> Stage<'py> {
             out.push(value);
             // _history_row: rows.encode_history
             let mut touched: Vec<(&str, &'static str)> = Vec::new();
-            for (id, _) in &changed {
-                let cs = self.claims.get_item(id)?.ok_or(Decline("error"))?;
-                if s(&cs.getattr(intern!(py, "edge"))?)? != *key {
-                    continue;
+            {
+                let st = self.store.borrow();
+                for (id, _) in &changed {
+                    let ci = st.claim_index(id).ok_or(Decline("error"))?;
+                    if st.claim_key(ci) != key {
+                        continue;
+                    }
+                    touched.push((id, status_name(i64::from(st.claim(ci).status))?));
                 }
-                touched.push((
-                    id,
-                    status_name(cs.getattr(intern!(py, "status"))?.extract()?)?,
-                ));
             }
             let (state, conflict, visible) = self.edge(key, &p, true)?;
-            let visible: Vec<Bound<'py, PyAny>> = match &visible {
-                Some(v) => v.try_iter()?.collect::<PyResult<_>>()?,
-                None => Vec::new(),
-            };
             let mut h = Out::new(1);
             h.q(exact_i64(&get(intern!(py, "log_time"))?, "history")?);
             h.n(touched.len());
@@ -721,12 +708,9 @@ impl<'py> Stage<'py> {
                 h.s(Some(status));
             }
             h.s(Some(state));
-            match &conflict {
-                Some(c) => h.py(c, "history")?,
-                None => h.s(None),
-            }
+            h.s(conflict.as_deref());
             for c in &visible {
-                h.py(c, "history")?;
+                h.s(Some(c));
             }
             let h = h.buf;
             out.push(history_key(key, version));

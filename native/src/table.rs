@@ -1,0 +1,963 @@
+//! The fold's claims and edges off the Python heap (``GraphState.claims`` / ``.edges``).
+//!
+//! A :class:`Store` keeps every claim and edge the fold knows in flat native tables: strings
+//! (claim ids, edge keys, agents, conflict ids) live once each in append-only arenas with an
+//! open-addressing index, a claim is a 40-byte record, an edge a 24-byte one whose visible and
+//! withheld claims are claim indexes (one inline, more in a side list). Python sees the tables
+//! through ``ClaimMap`` / ``EdgeMap``: mappings in insertion order, like the dicts they
+//! replace, whose items are write-through views (``ClaimRef``, ``EdgeRef``) with the
+//! attributes of ``ClaimState`` / ``EdgeState``. Nothing is ever removed (the fold only adds
+//! claims and edges), so indexes are stable and the order is the order of first insertion,
+//! which the state's canonical encoding depends on.
+//!
+//! The native decide, fold and rows read and write the tables directly (``Store``'s Rust
+//! methods); the Python fold goes through the views, so both cores fold the same state.
+
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+
+use pyo3::exceptions::{PyKeyError, PyMemoryError, PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple};
+
+pub const NONE: u32 = u32::MAX;
+const LIST: u32 = 1 << 31; // an edge's visible claims held in a side list
+const MAX_ITEMS: usize = (LIST - 1) as usize;
+const NO_BASED: i64 = i64::MIN;
+
+fn full() -> PyErr {
+    PyMemoryError::new_err("claimgraph state table full (2^31 entries or 4 GiB of strings)")
+}
+
+/// A vector in fixed chunks: it grows without copying (no transient double size at a
+/// reallocation, which would set the process's peak), and wastes at most one chunk.
+pub struct Seg<T> {
+    chunks: Vec<Vec<T>>,
+    len: usize,
+}
+
+const SEG_BITS: usize = 16;
+const SEG: usize = 1 << SEG_BITS;
+
+impl<T: Copy> Seg<T> {
+    fn new() -> Self {
+        Seg {
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    fn push(&mut self, x: T) {
+        if self.len % SEG == 0 {
+            // a chunk starts small and doubles up to SEG (a small table stays small)
+            self.chunks.push(Vec::with_capacity(256));
+        }
+        self.chunks.last_mut().expect("a chunk").push(x);
+        self.len += 1;
+    }
+
+    #[inline]
+    pub fn at(&self, i: usize) -> &T {
+        &self.chunks[i >> SEG_BITS][i & (SEG - 1)]
+    }
+
+    #[inline]
+    fn at_mut(&mut self, i: usize) -> &mut T {
+        &mut self.chunks[i >> SEG_BITS][i & (SEG - 1)]
+    }
+
+    fn heap_bytes(&self) -> usize {
+        let items: usize = self.chunks.iter().map(Vec::capacity).sum();
+        items * std::mem::size_of::<T>() + self.chunks.capacity() * 24
+    }
+}
+
+const ARENA_BITS: u32 = 20; // 1 MiB chunks
+const ARENA: usize = 1 << ARENA_BITS;
+
+/// Strings stored once each, length-prefixed in 1 MiB chunks, found by an open-addressing
+/// index (random-keyed SipHash, so an agent cannot choose ids that collide; tags filter the
+/// probes; load at most 0.8, grown by half).
+pub struct Interner {
+    chunks: Vec<Vec<u8>>,
+    starts: Seg<u32>, // chunk << 20 | offset of the string's length prefix
+    slots: Vec<u32>,
+    tags: Vec<u8>, // 0: empty slot
+    rs: RandomState,
+}
+
+impl Interner {
+    fn new() -> Self {
+        Interner {
+            chunks: Vec::new(),
+            starts: Seg::new(),
+            slots: vec![NONE; 16],
+            tags: vec![0; 16],
+            rs: RandomState::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    fn hash(&self, s: &[u8]) -> u64 {
+        let mut h = self.rs.build_hasher();
+        h.write(s);
+        h.finish()
+    }
+
+    #[inline]
+    fn home(&self, h: u64) -> usize {
+        ((u128::from(h) * self.slots.len() as u128) >> 64) as usize
+    }
+
+    pub fn get(&self, i: u32) -> &str {
+        let at = *self.starts.at(i as usize);
+        let chunk = &self.chunks[(at >> ARENA_BITS) as usize];
+        let mut pos = (at & (ARENA as u32 - 1)) as usize;
+        let mut len = 0usize;
+        let mut shift = 0;
+        loop {
+            let b = chunk[pos];
+            pos += 1;
+            len |= usize::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+        }
+        // SAFETY: only whole &str values are ever stored, each after its length
+        unsafe { std::str::from_utf8_unchecked(&chunk[pos..pos + len]) }
+    }
+
+    pub fn find(&self, s: &str) -> Option<u32> {
+        let h = self.hash(s.as_bytes());
+        let tag = (h >> 57) as u8 | 0x80;
+        let n = self.slots.len();
+        let mut pos = self.home(h);
+        loop {
+            let t = self.tags[pos];
+            if t == 0 {
+                return None;
+            }
+            if t == tag {
+                let at = self.slots[pos];
+                if self.get(at) == s {
+                    return Some(at);
+                }
+            }
+            pos += 1;
+            if pos == n {
+                pos = 0;
+            }
+        }
+    }
+
+    fn place(&mut self, h: u64, i: u32) {
+        let n = self.slots.len();
+        let mut pos = self.home(h);
+        while self.tags[pos] != 0 {
+            pos += 1;
+            if pos == n {
+                pos = 0;
+            }
+        }
+        self.slots[pos] = i;
+        self.tags[pos] = (h >> 57) as u8 | 0x80;
+    }
+
+    fn grow(&mut self) {
+        let cap = self.slots.len() + self.slots.len() / 2;
+        self.slots = vec![NONE; cap];
+        self.tags = vec![0; cap];
+        for i in 0..self.len() as u32 {
+            let h = self.hash(self.get(i).as_bytes());
+            self.place(h, i);
+        }
+    }
+
+    /// The index of ``s``, added if new.
+    pub fn intern(&mut self, s: &str) -> PyResult<u32> {
+        if let Some(i) = self.find(s) {
+            return Ok(i);
+        }
+        self.push(s)
+    }
+
+    /// Add ``s`` (not present: the caller checked).
+    fn push(&mut self, s: &str) -> PyResult<u32> {
+        let need = s.len() + 10;
+        if self.len() >= MAX_ITEMS || need > ARENA || self.chunks.len() >= 1 << (32 - ARENA_BITS) {
+            return Err(full());
+        }
+        if (self.len() + 1) * 5 > self.slots.len() * 4 {
+            self.grow();
+        }
+        let fits = matches!(self.chunks.last(), Some(c) if c.len() + need <= ARENA);
+        if !fits {
+            if self.chunks.len() + 1 >= 1 << (32 - ARENA_BITS) {
+                return Err(full());
+            }
+            self.chunks.push(Vec::with_capacity(4096)); // doubles up to ARENA
+        }
+        let c = self.chunks.len() - 1;
+        let chunk = self.chunks.last_mut().expect("a chunk");
+        let at = ((c as u32) << ARENA_BITS) | chunk.len() as u32;
+        let mut len = s.len();
+        loop {
+            let b = (len & 0x7f) as u8;
+            len >>= 7;
+            if len == 0 {
+                chunk.push(b);
+                break;
+            }
+            chunk.push(b | 0x80);
+        }
+        chunk.extend_from_slice(s.as_bytes());
+        let i = self.len() as u32;
+        self.starts.push(at);
+        let h = self.hash(s.as_bytes());
+        self.place(h, i);
+        Ok(i)
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.chunks.iter().map(Vec::capacity).sum::<usize>()
+            + self.starts.heap_bytes()
+            + self.slots.capacity() * 5
+    }
+}
+
+/// One claim: what ``ClaimState`` holds, with strings and confidences as indexes (its
+/// conflict, rare, is in ``Store.conflict_of``).
+#[derive(Clone, Copy)]
+pub struct ClaimRec {
+    pub ts: i64,
+    based: i64,     // NO_BASED: none
+    pub key: u32,   // edge key (Store.keys)
+    pub agent: u32, // Store.agents
+    conf: u32,      // Store.confs
+    pub status: u8,
+    pub asserts: bool,
+}
+
+/// One edge: what ``EdgeState`` holds; ``vis`` is a claim index, NONE (empty) or LIST | i
+/// (side list i). Withheld claims (rare) are in ``Store.withheld_of``.
+#[derive(Clone, Copy)]
+pub struct EdgeRec {
+    pub changed: i64,
+    pub key: u32,
+    vis: u32,
+}
+
+#[pyclass(module = "claimgraph_native")]
+pub struct Store {
+    pub ids: Interner, // claim ids; the index is the claim's index
+    claims: Seg<ClaimRec>,
+    pub keys: Interner,    // edge keys of claims and edges
+    edge_of_key: Seg<u32>, // key index → edge index, NONE: no edge row
+    edges: Seg<EdgeRec>,
+    pub agents: Interner,
+    pub conflict_ids: Interner,
+    confs: Vec<f64>,
+    conf_index: HashMap<u64, u32>,
+    conflict_of: HashMap<u32, u32>, // claim → its conflict (withheld claims)
+    withheld_of: HashMap<u32, Vec<u32>>, // edge → its withheld claims
+    lists: Vec<Vec<u32>>,
+    free: Vec<u32>,
+}
+
+impl Store {
+    pub fn claim_index(&self, id: &str) -> Option<u32> {
+        self.ids.find(id)
+    }
+
+    pub fn n_claims(&self) -> usize {
+        self.claims.len()
+    }
+
+    pub fn n_edges(&self) -> usize {
+        self.edges.len()
+    }
+
+    pub fn claim(&self, i: u32) -> &ClaimRec {
+        self.claims.at(i as usize)
+    }
+
+    pub fn claim_mut(&mut self, i: u32) -> &mut ClaimRec {
+        self.claims.at_mut(i as usize)
+    }
+
+    pub fn claim_id(&self, i: u32) -> &str {
+        self.ids.get(i)
+    }
+
+    pub fn claim_key(&self, i: u32) -> &str {
+        self.keys.get(self.claim(i).key)
+    }
+
+    pub fn claim_agent(&self, i: u32) -> &str {
+        self.agents.get(self.claim(i).agent)
+    }
+
+    pub fn claim_conf(&self, i: u32) -> f64 {
+        self.confs[self.claim(i).conf as usize]
+    }
+
+    pub fn claim_based(&self, i: u32) -> Option<i64> {
+        let b = self.claim(i).based;
+        if b == NO_BASED {
+            None
+        } else {
+            Some(b)
+        }
+    }
+
+    pub fn claim_conflict(&self, i: u32) -> Option<&str> {
+        self.conflict_of.get(&i).map(|&c| self.conflict_ids.get(c))
+    }
+
+    pub fn set_conflict(&mut self, i: u32, conflict: Option<&str>) -> PyResult<()> {
+        match conflict {
+            None => {
+                self.conflict_of.remove(&i);
+            }
+            Some(s) => {
+                let c = self.conflict_ids.intern(s)?;
+                self.conflict_of.insert(i, c);
+            }
+        }
+        Ok(())
+    }
+
+    /// The edge row of an edge key, if it has one.
+    pub fn edge_index(&self, key: &str) -> Option<u32> {
+        let k = self.keys.find(key)?;
+        let e = *self.edge_of_key.at(k as usize);
+        if e == NONE {
+            None
+        } else {
+            Some(e)
+        }
+    }
+
+    pub fn edge(&self, e: u32) -> &EdgeRec {
+        self.edges.at(e as usize)
+    }
+
+    pub fn edge_key(&self, e: u32) -> &str {
+        self.keys.get(self.edge(e).key)
+    }
+
+    pub fn set_changed(&mut self, e: u32, v: i64) {
+        self.edges.at_mut(e as usize).changed = v;
+    }
+
+    pub fn visible(&self, e: u32) -> Vec<u32> {
+        let v = self.edge(e).vis;
+        if v == NONE {
+            Vec::new()
+        } else if v & LIST != 0 {
+            self.lists[(v & !LIST) as usize].clone()
+        } else {
+            vec![v]
+        }
+    }
+
+    pub fn withheld(&self, e: u32) -> Vec<u32> {
+        self.withheld_of.get(&e).cloned().unwrap_or_default()
+    }
+
+    /// The first visible claim of an edge (no allocation).
+    pub fn first_visible(&self, e: u32) -> Option<u32> {
+        let v = self.edge(e).vis;
+        if v == NONE {
+            None
+        } else if v & LIST != 0 {
+            self.lists[(v & !LIST) as usize].first().copied()
+        } else {
+            Some(v)
+        }
+    }
+
+    pub fn first_withheld(&self, e: u32) -> Option<u32> {
+        self.withheld_of.get(&e).and_then(|w| w.first().copied())
+    }
+
+    pub fn n_withheld(&self, e: u32) -> usize {
+        self.withheld_of.get(&e).map_or(0, Vec::len)
+    }
+
+    pub fn set_visible(&mut self, e: u32, ids: Vec<u32>) {
+        let old = self.edge(e).vis;
+        if old != NONE && old & LIST != 0 {
+            let slot = (old & !LIST) as usize;
+            if ids.len() > 1 {
+                self.lists[slot] = ids;
+                return;
+            }
+            self.lists[slot] = Vec::new();
+            self.free.push(slot as u32);
+        }
+        let v = match ids.len() {
+            0 => NONE,
+            1 => ids[0],
+            _ => {
+                let slot = match self.free.pop() {
+                    Some(s) => {
+                        self.lists[s as usize] = ids;
+                        s
+                    }
+                    None => {
+                        self.lists.push(ids);
+                        (self.lists.len() - 1) as u32
+                    }
+                };
+                LIST | slot
+            }
+        };
+        self.edges.at_mut(e as usize).vis = v;
+    }
+
+    pub fn set_withheld(&mut self, e: u32, ids: Vec<u32>) {
+        if ids.is_empty() {
+            self.withheld_of.remove(&e);
+        } else {
+            self.withheld_of.insert(e, ids);
+        }
+    }
+
+    /// The edge row of ``key``, added (empty, changed -1) if it has none.
+    pub fn ensure_edge(&mut self, key: &str) -> PyResult<u32> {
+        let k = self.intern_key(key)?;
+        let e = *self.edge_of_key.at(k as usize);
+        if e != NONE {
+            return Ok(e);
+        }
+        if self.edges.len() >= MAX_ITEMS {
+            return Err(full());
+        }
+        let e = self.edges.len() as u32;
+        self.edges.push(EdgeRec {
+            changed: -1,
+            key: k,
+            vis: NONE,
+        });
+        *self.edge_of_key.at_mut(k as usize) = e;
+        Ok(e)
+    }
+
+    fn intern_key(&mut self, key: &str) -> PyResult<u32> {
+        let k = self.keys.intern(key)?;
+        if k as usize == self.edge_of_key.len() {
+            self.edge_of_key.push(NONE);
+        }
+        Ok(k)
+    }
+
+    fn conf_index(&mut self, conf: f64) -> u32 {
+        let bits = conf.to_bits();
+        if let Some(&i) = self.conf_index.get(&bits) {
+            return i;
+        }
+        let i = self.confs.len() as u32;
+        self.confs.push(conf);
+        self.conf_index.insert(bits, i);
+        i
+    }
+
+    /// Add a claim, or overwrite it in place (a dict keeps a key's position).
+    #[allow(clippy::too_many_arguments)]
+    pub fn put_claim(
+        &mut self,
+        id: &str,
+        key: &str,
+        agent: &str,
+        asserts: bool,
+        ts: i64,
+        status: u8,
+        conflict: Option<&str>,
+        conf: f64,
+        based: Option<i64>,
+    ) -> PyResult<u32> {
+        if based == Some(NO_BASED) {
+            return Err(PyValueError::new_err("based_on_version out of range"));
+        }
+        let rec = ClaimRec {
+            ts,
+            based: based.unwrap_or(NO_BASED),
+            key: self.intern_key(key)?,
+            agent: self.agents.intern(agent)?,
+            conf: self.conf_index(conf),
+            status,
+            asserts,
+        };
+        let i = match self.ids.find(id) {
+            Some(i) => {
+                *self.claim_mut(i) = rec;
+                i
+            }
+            None => {
+                let i = self.ids.push(id)?;
+                self.claims.push(rec);
+                i
+            }
+        };
+        self.set_conflict(i, conflict)?;
+        Ok(i)
+    }
+
+    fn ids_of(&self, ids: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+        let mut out = Vec::new();
+        for x in ids.try_iter()? {
+            let x = x?;
+            let s = x.downcast::<PyString>()?.to_str()?;
+            match self.ids.find(s) {
+                Some(i) => out.push(i),
+                None => return Err(PyKeyError::new_err(s.to_owned())),
+            }
+        }
+        Ok(out)
+    }
+
+    fn ids_tuple<'py>(&self, py: Python<'py>, items: &[u32]) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, items.iter().map(|&i| self.ids.get(i)))
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        let map = |n: usize, each: usize| n * (each + 1) * 8 / 7;
+        self.ids.heap_bytes()
+            + self.keys.heap_bytes()
+            + self.agents.heap_bytes()
+            + self.conflict_ids.heap_bytes()
+            + self.claims.heap_bytes()
+            + self.edges.heap_bytes()
+            + self.edge_of_key.heap_bytes()
+            + self.confs.capacity() * 8
+            + map(self.conf_index.capacity(), 12)
+            + map(self.conflict_of.capacity(), 8)
+            + map(self.withheld_of.capacity(), 28)
+            + self
+                .lists
+                .iter()
+                .map(|l| l.capacity() * 4 + 24)
+                .sum::<usize>()
+    }
+}
+
+fn key_str<'a>(k: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
+    k.downcast::<PyString>()
+        .map_err(|_| PyTypeError::new_err("keys are str"))?
+        .to_str()
+}
+
+#[pymethods]
+impl Store {
+    #[new]
+    fn new() -> Self {
+        Store {
+            ids: Interner::new(),
+            claims: Seg::new(),
+            keys: Interner::new(),
+            edge_of_key: Seg::new(),
+            edges: Seg::new(),
+            agents: Interner::new(),
+            conflict_ids: Interner::new(),
+            confs: Vec::new(),
+            conf_index: HashMap::new(),
+            conflict_of: HashMap::new(),
+            withheld_of: HashMap::new(),
+            lists: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    /// The claims table as a mapping: claim id → ``ClaimRef``.
+    fn claims(slf: Py<Self>) -> ClaimMap {
+        ClaimMap { store: slf }
+    }
+
+    /// The edges table as a mapping: edge key → ``EdgeRef``.
+    fn edges(slf: Py<Self>) -> EdgeMap {
+        EdgeMap { store: slf }
+    }
+
+    /// Bytes the tables hold on the native heap (capacity, not length).
+    fn memory(&self) -> usize {
+        self.heap_bytes()
+    }
+}
+
+#[pyclass(frozen, mapping, module = "claimgraph_native")]
+pub struct ClaimMap {
+    #[pyo3(get)]
+    pub store: Py<Store>,
+}
+
+#[pyclass(frozen, module = "claimgraph_native")]
+pub struct ClaimRef {
+    store: Py<Store>,
+    i: u32,
+}
+
+#[pyclass(frozen, mapping, module = "claimgraph_native")]
+pub struct EdgeMap {
+    store: Py<Store>,
+}
+
+#[pyclass(frozen, module = "claimgraph_native")]
+pub struct EdgeRef {
+    store: Py<Store>,
+    i: u32,
+}
+
+/// Iterates a table in insertion order: what = 0 keys, 1 items, 2 values; edges: +3.
+#[pyclass(module = "claimgraph_native")]
+pub struct TableIter {
+    store: Py<Store>,
+    at: u32,
+    what: u8,
+}
+
+#[pymethods]
+impl TableIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
+        let st = self.store.bind(py).borrow();
+        let i = self.at;
+        let edges = self.what >= 3;
+        let n = if edges {
+            st.edges.len()
+        } else {
+            st.claims.len()
+        };
+        if i as usize >= n {
+            return Ok(None);
+        }
+        self.at += 1;
+        let key = if edges {
+            st.edge_key(i)
+        } else {
+            st.claim_id(i)
+        };
+        let key = PyString::new(py, key).into_any();
+        let value = || -> PyObject {
+            let store = self.store.clone_ref(py);
+            if edges {
+                EdgeRef { store, i }
+                    .into_pyobject(py)
+                    .unwrap()
+                    .into_any()
+                    .unbind()
+            } else {
+                ClaimRef { store, i }
+                    .into_pyobject(py)
+                    .unwrap()
+                    .into_any()
+                    .unbind()
+            }
+        };
+        Ok(Some(match self.what % 3 {
+            0 => key.unbind(),
+            1 => PyTuple::new(py, [key.unbind(), value()])?
+                .into_any()
+                .unbind(),
+            _ => value(),
+        }))
+    }
+}
+
+fn iter(store: &Py<Store>, py: Python<'_>, what: u8) -> TableIter {
+    TableIter {
+        store: store.clone_ref(py),
+        at: 0,
+        what,
+    }
+}
+
+impl ClaimMap {
+    fn find(&self, py: Python<'_>, k: &Bound<'_, PyAny>) -> PyResult<Option<ClaimRef>> {
+        let Ok(s) = k.downcast::<PyString>() else {
+            return Ok(None);
+        };
+        let found = self.store.bind(py).borrow().ids.find(s.to_str()?);
+        Ok(found.map(|i| ClaimRef {
+            store: self.store.clone_ref(py),
+            i,
+        }))
+    }
+}
+
+#[pymethods]
+impl ClaimMap {
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.store.bind(py).borrow().n_claims()
+    }
+
+    fn __contains__(&self, py: Python<'_>, k: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let Ok(s) = k.downcast::<PyString>() else {
+            return Ok(false);
+        };
+        Ok(self.store.bind(py).borrow().ids.find(s.to_str()?).is_some())
+    }
+
+    fn __getitem__(&self, py: Python<'_>, k: &Bound<'_, PyAny>) -> PyResult<ClaimRef> {
+        match self.find(py, k)? {
+            Some(r) => Ok(r),
+            None => Err(PyKeyError::new_err(k.clone().unbind())),
+        }
+    }
+
+    #[pyo3(signature = (k, default=None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        k: &Bound<'_, PyAny>,
+        default: Option<PyObject>,
+    ) -> PyResult<PyObject> {
+        Ok(match self.find(py, k)? {
+            Some(r) => r.into_pyobject(py)?.into_any().unbind(),
+            None => default.unwrap_or_else(|| py.None()),
+        })
+    }
+
+    /// ``claims[id] = ClaimState(...)``: copies the fields in (the table keeps no object).
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        k: &Bound<'_, PyAny>,
+        v: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let id = key_str(k)?;
+        let edge: String = v.getattr(intern!(py, "edge"))?.extract()?;
+        let agent: String = v.getattr(intern!(py, "agent"))?.extract()?;
+        let asserts: bool = v.getattr(intern!(py, "asserts"))?.extract()?;
+        let ts: i64 = v.getattr(intern!(py, "ts"))?.extract()?;
+        let status: u8 = v.getattr(intern!(py, "status"))?.extract()?;
+        let conflict: Option<String> = v.getattr(intern!(py, "conflict"))?.extract()?;
+        let conf: f64 = v.getattr(intern!(py, "conf"))?.extract()?;
+        let based: Option<i64> = v.getattr(intern!(py, "based"))?.extract()?;
+        self.store.bind(py).borrow_mut().put_claim(
+            id,
+            &edge,
+            &agent,
+            asserts,
+            ts,
+            status,
+            conflict.as_deref(),
+            conf,
+            based,
+        )?;
+        Ok(())
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> TableIter {
+        iter(&self.store, py, 0)
+    }
+
+    fn keys(&self, py: Python<'_>) -> TableIter {
+        iter(&self.store, py, 0)
+    }
+
+    fn items(&self, py: Python<'_>) -> TableIter {
+        iter(&self.store, py, 1)
+    }
+
+    fn values(&self, py: Python<'_>) -> TableIter {
+        iter(&self.store, py, 2)
+    }
+}
+
+impl EdgeMap {
+    fn find(&self, py: Python<'_>, k: &Bound<'_, PyAny>) -> PyResult<Option<EdgeRef>> {
+        let Ok(s) = k.downcast::<PyString>() else {
+            return Ok(None);
+        };
+        let found = self.store.bind(py).borrow().edge_index(s.to_str()?);
+        Ok(found.map(|i| EdgeRef {
+            store: self.store.clone_ref(py),
+            i,
+        }))
+    }
+}
+
+#[pymethods]
+impl EdgeMap {
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.store.bind(py).borrow().n_edges()
+    }
+
+    fn __contains__(&self, py: Python<'_>, k: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let Ok(s) = k.downcast::<PyString>() else {
+            return Ok(false);
+        };
+        Ok(self
+            .store
+            .bind(py)
+            .borrow()
+            .edge_index(s.to_str()?)
+            .is_some())
+    }
+
+    fn __getitem__(&self, py: Python<'_>, k: &Bound<'_, PyAny>) -> PyResult<EdgeRef> {
+        match self.find(py, k)? {
+            Some(r) => Ok(r),
+            None => Err(PyKeyError::new_err(k.clone().unbind())),
+        }
+    }
+
+    #[pyo3(signature = (k, default=None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        k: &Bound<'_, PyAny>,
+        default: Option<PyObject>,
+    ) -> PyResult<PyObject> {
+        Ok(match self.find(py, k)? {
+            Some(r) => r.into_pyobject(py)?.into_any().unbind(),
+            None => default.unwrap_or_else(|| py.None()),
+        })
+    }
+
+    /// ``edges[key] = EdgeState()``: copies the fields in (the table keeps no object).
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        k: &Bound<'_, PyAny>,
+        v: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let key = key_str(k)?;
+        let visible = v.getattr(intern!(py, "visible"))?;
+        let withheld = v.getattr(intern!(py, "withheld"))?;
+        let changed: i64 = v.getattr(intern!(py, "changed"))?.extract()?;
+        let mut st = self.store.bind(py).borrow_mut();
+        let vis = st.ids_of(&visible)?;
+        let wh = st.ids_of(&withheld)?;
+        let e = st.ensure_edge(key)?;
+        st.set_visible(e, vis);
+        st.set_withheld(e, wh);
+        st.set_changed(e, changed);
+        Ok(())
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> TableIter {
+        iter(&self.store, py, 3)
+    }
+
+    fn keys(&self, py: Python<'_>) -> TableIter {
+        iter(&self.store, py, 3)
+    }
+
+    fn items(&self, py: Python<'_>) -> TableIter {
+        iter(&self.store, py, 4)
+    }
+
+    fn values(&self, py: Python<'_>) -> TableIter {
+        iter(&self.store, py, 5)
+    }
+}
+
+#[pymethods]
+impl ClaimRef {
+    #[getter]
+    fn edge<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        PyString::new(py, self.store.bind(py).borrow().claim_key(self.i))
+    }
+
+    #[getter]
+    fn agent<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        PyString::new(py, self.store.bind(py).borrow().claim_agent(self.i))
+    }
+
+    #[getter]
+    fn asserts(&self, py: Python<'_>) -> bool {
+        self.store.bind(py).borrow().claim(self.i).asserts
+    }
+
+    #[getter]
+    fn ts(&self, py: Python<'_>) -> i64 {
+        self.store.bind(py).borrow().claim(self.i).ts
+    }
+
+    #[getter]
+    fn status(&self, py: Python<'_>) -> i64 {
+        i64::from(self.store.bind(py).borrow().claim(self.i).status)
+    }
+
+    #[setter]
+    fn set_status(&self, py: Python<'_>, v: u8) {
+        self.store.bind(py).borrow_mut().claim_mut(self.i).status = v;
+    }
+
+    #[getter]
+    fn conflict<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyString>> {
+        let st = self.store.bind(py).borrow();
+        st.claim_conflict(self.i).map(|s| PyString::new(py, s))
+    }
+
+    #[setter]
+    fn set_conflict(&self, py: Python<'_>, v: Option<&str>) -> PyResult<()> {
+        self.store.bind(py).borrow_mut().set_conflict(self.i, v)
+    }
+
+    #[getter]
+    fn conf(&self, py: Python<'_>) -> f64 {
+        self.store.bind(py).borrow().claim_conf(self.i)
+    }
+
+    #[getter]
+    fn based(&self, py: Python<'_>) -> Option<i64> {
+        self.store.bind(py).borrow().claim_based(self.i)
+    }
+}
+
+#[pymethods]
+impl EdgeRef {
+    #[getter]
+    fn visible<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let st = self.store.bind(py).borrow();
+        st.ids_tuple(py, &st.visible(self.i))
+    }
+
+    #[setter]
+    fn set_visible(&self, py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut st = self.store.bind(py).borrow_mut();
+        let ids = st.ids_of(v)?;
+        st.set_visible(self.i, ids);
+        Ok(())
+    }
+
+    #[getter]
+    fn withheld<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let st = self.store.bind(py).borrow();
+        st.ids_tuple(py, &st.withheld(self.i))
+    }
+
+    #[setter]
+    fn set_withheld(&self, py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut st = self.store.bind(py).borrow_mut();
+        let ids = st.ids_of(v)?;
+        st.set_withheld(self.i, ids);
+        Ok(())
+    }
+
+    #[getter]
+    fn changed(&self, py: Python<'_>) -> i64 {
+        self.store.bind(py).borrow().edge(self.i).changed
+    }
+
+    #[setter]
+    fn set_changed(&self, py: Python<'_>, v: i64) {
+        self.store.bind(py).borrow_mut().set_changed(self.i, v);
+    }
+}
