@@ -120,3 +120,27 @@ def test_tables_hold_a_claim_in_a_bounded_number_of_bytes() -> None:
     assert per_claim < 150, per_claim
     assert claims["c-00000007-5f2b0c9e"].edge.endswith("s7\x1fenv\x1fe1")
     assert edges[claims["c-00000007-5f2b0c9e"].edge].visible == ("c-00000007-5f2b0c9e",)
+
+
+def test_pure_mode_folds_in_python_dicts() -> None:
+    """``CLAIMGRAPH_PURE=1``: the Python core, and its state in Python dicts (no native table
+    is made); without it (and the native core built) the tables are the default."""
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "import claimgraph.native as n; from claimgraph.core.state import GraphState;"
+        "s = GraphState('g'); print(n.which(), type(s.claims).__name__, type(s.edges).__name__)"
+    )
+    env = {**os.environ, "CLAIMGRAPH_PURE": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["python", "dict", "dict"]
+    require_native()
+    env.pop("CLAIMGRAPH_PURE")
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["native", "ClaimMap", "EdgeMap"]

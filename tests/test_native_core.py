@@ -330,6 +330,8 @@ def test_the_embedded_runtime_decides_natively_and_verifies(
             py.evolve(d, i, logged[i].value)
         runtime = g._runtime
         assert runtime is not None
+        assert type(runtime.state.claims).__name__ == "ClaimMap"  # the native tables
+        assert native.DECLINED["tables"] == 0
         assert state_digest(runtime.state) == state_digest(py)
     finally:
         g.close()
