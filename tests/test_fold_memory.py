@@ -144,3 +144,36 @@ def test_pure_mode_folds_in_python_dicts() -> None:
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["native", "ClaimMap", "EdgeMap"]
+
+
+def test_ids_round_trip_whatever_their_shape() -> None:
+    """Claim ids that are canonical UUIDs are stored as 16 bytes, others as text: every id
+    reads back as given, is found by itself only, and near-UUIDs stay distinct."""
+    require_native()
+    ids = [
+        "0f8fad5b-d9cb-469f-a165-70867728950e",  # canonical: compacted
+        "0F8FAD5B-D9CB-469F-A165-70867728950E",  # upper case: text (a different id)
+        "0f8fad5bd9cb469fa16570867728950e",  # no hyphens: text
+        "0f8fad5b-d9cb-469f-a165-70867728950g",  # not hex: text
+        "0f8fad5b-d9cb-469f-a165-70867728950",  # 35 characters: text
+        "{0f8fad5b-d9cb-469f-a165-70867728950e}",
+        "c-1",
+        "ü-ünïcødé-✓",
+    ]
+    state = GraphState(GRAPH)
+    key = "runs_in\x1fsvc\x1fs\x1fenv\x1fe"
+    for n, cid in enumerate(ids):
+        state.claims[cid] = ClaimState(key, "w1", True, n, 1, None, 0.5, None)
+    state.edges[key] = EdgeState()
+    state.edges[key].visible = tuple(ids)
+    assert list(state.claims) == ids
+    assert [state.claims[c].ts for c in ids] == list(range(len(ids)))
+    assert state.edges[key].visible == tuple(ids)
+    assert "0f8fad5b-d9cb-469f-a165-70867728950f" not in state.claims
+    assert state.claims.get("0f8fad5b-d9cb-469f-a165-70867728950f") is None
+    dicts = GraphState(GRAPH, native_tables=False)
+    for n, cid in enumerate(ids):
+        dicts.claims[cid] = ClaimState(key, "w1", True, n, 1, None, 0.5, None)
+    dicts.edges[key] = EdgeState()
+    dicts.edges[key].visible = tuple(ids)
+    assert state_digest(state) == state_digest(dicts)

@@ -522,7 +522,7 @@ impl Hot {
             }
             for ci in store.visible(e) {
                 let cs = store.claim(ci);
-                let ids = store.claim_id(ci).to_owned();
+                let ids = store.claim_id(ci).into_owned();
                 ts_of.push((ids.clone(), cs.ts));
                 if store.claim_agent(ci) == agent_s {
                     own.push(ids);
@@ -554,7 +554,7 @@ impl Hot {
                     .edge_index(text(&holder)?.to_str()?)
                     .ok_or(Decline("error"))?;
                 for ci in store.visible(he) {
-                    let ids = store.claim_id(ci).to_owned();
+                    let ids = store.claim_id(ci).into_owned();
                     if own.contains(&ids) || opposing.contains(&ids) {
                         continue;
                     }

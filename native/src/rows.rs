@@ -557,7 +557,7 @@ impl<'py> Stage<'py> {
                 None => Vec::new(),
             };
             let first_asserts = vis.first().map(|&c| st.claim(c).asserts);
-            let names: Vec<String> = vis.iter().map(|&c| st.claim_id(c).to_owned()).collect();
+            let names: Vec<String> = vis.iter().map(|&c| st.claim_id(c).into_owned()).collect();
             (es, names, first_asserts)
         };
         if with_slots && !unknown {

@@ -13,6 +13,7 @@
 //! The native decide, fold and rows read and write the tables directly (``Store``'s Rust
 //! methods); the Python fold goes through the views, so both cores fold the same state.
 
+use std::borrow::Cow;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -90,6 +91,62 @@ pub struct Interner {
     slots: Vec<u32>,
     tags: Vec<u8>, // 0: empty slot
     rs: RandomState,
+    // canonical lowercase UUIDs stored as their 16 bytes (after the marker 0x80 0x00, which is
+    // no length's varint): claim ids are mostly UUIDs, 37 bytes each otherwise
+    uuids: bool,
+}
+
+/// The 16 bytes of a canonical lowercase UUID string (8-4-4-4-12 hex digits), else None.
+fn uuid16(s: &str) -> Option<[u8; 16]> {
+    let b = s.as_bytes();
+    if b.len() != 36 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    let mut n = 0;
+    let mut i = 0;
+    while i < 36 {
+        if i == 8 || i == 13 || i == 18 || i == 23 {
+            if b[i] != b'-' {
+                return None;
+            }
+            i += 1;
+            continue;
+        }
+        let hi = hexval(b[i])?;
+        let lo = hexval(b[i + 1])?;
+        out[n] = (hi << 4) | lo;
+        n += 1;
+        i += 2;
+    }
+    Some(out)
+}
+
+fn hexval(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    }
+}
+
+fn uuid_text(b: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(36);
+    for (i, x) in b.iter().enumerate() {
+        if i == 4 || i == 6 || i == 8 || i == 10 {
+            out.push('-');
+        }
+        out.push(HEX[usize::from(x >> 4)] as char);
+        out.push(HEX[usize::from(x & 15)] as char);
+    }
+    out
+}
+
+/// A stored entry: its text, or a UUID's 16 bytes.
+enum Entry<'a> {
+    Text(&'a str),
+    Uuid(&'a [u8]),
 }
 
 impl Interner {
@@ -100,7 +157,14 @@ impl Interner {
             slots: vec![NONE; 16],
             tags: vec![0; 16],
             rs: RandomState::new(),
+            uuids: false,
         }
+    }
+
+    fn with_uuids() -> Self {
+        let mut i = Interner::new();
+        i.uuids = true;
+        i
     }
 
     pub fn len(&self) -> usize {
@@ -118,10 +182,13 @@ impl Interner {
         ((u128::from(h) * self.slots.len() as u128) >> 64) as usize
     }
 
-    pub fn get(&self, i: u32) -> &str {
+    fn entry(&self, i: u32) -> Entry<'_> {
         let at = *self.starts.at(i as usize);
         let chunk = &self.chunks[(at >> ARENA_BITS) as usize];
         let mut pos = (at & (ARENA as u32 - 1)) as usize;
+        if chunk[pos] == 0x80 && chunk[pos + 1] == 0 {
+            return Entry::Uuid(&chunk[pos + 2..pos + 18]);
+        }
         let mut len = 0usize;
         let mut shift = 0;
         loop {
@@ -134,11 +201,28 @@ impl Interner {
             shift += 7;
         }
         // SAFETY: only whole &str values are ever stored, each after its length
-        unsafe { std::str::from_utf8_unchecked(&chunk[pos..pos + len]) }
+        Entry::Text(unsafe { std::str::from_utf8_unchecked(&chunk[pos..pos + len]) })
+    }
+
+    /// The text of entry ``i`` (an interner without UUIDs: no allocation).
+    pub fn get(&self, i: u32) -> &str {
+        match self.entry(i) {
+            Entry::Text(t) => t,
+            Entry::Uuid(_) => panic!("a UUID entry read as text"),
+        }
+    }
+
+    /// The text of entry ``i`` (formatted, if it is stored as a UUID).
+    pub fn text(&self, i: u32) -> Cow<'_, str> {
+        match self.entry(i) {
+            Entry::Text(t) => Cow::Borrowed(t),
+            Entry::Uuid(b) => Cow::Owned(uuid_text(b)),
+        }
     }
 
     pub fn find(&self, s: &str) -> Option<u32> {
         let h = self.hash(s.as_bytes());
+        let u = if self.uuids { uuid16(s) } else { None };
         let tag = (h >> 57) as u8 | 0x80;
         let n = self.slots.len();
         let mut pos = self.home(h);
@@ -149,7 +233,12 @@ impl Interner {
             }
             if t == tag {
                 let at = self.slots[pos];
-                if self.get(at) == s {
+                let same = match (self.entry(at), &u) {
+                    (Entry::Text(t), _) => t == s,
+                    (Entry::Uuid(b), Some(x)) => b == x,
+                    (Entry::Uuid(_), None) => false,
+                };
+                if same {
                     return Some(at);
                 }
             }
@@ -178,7 +267,7 @@ impl Interner {
         self.slots = vec![NONE; cap];
         self.tags = vec![0; cap];
         for i in 0..self.len() as u32 {
-            let h = self.hash(self.get(i).as_bytes());
+            let h = self.hash(self.text(i).as_bytes());
             self.place(h, i);
         }
     }
@@ -208,8 +297,23 @@ impl Interner {
             self.chunks.push(Vec::with_capacity(4096)); // doubles up to ARENA
         }
         let c = self.chunks.len() - 1;
+        let uuid = if self.uuids { uuid16(s) } else { None };
         let chunk = self.chunks.last_mut().expect("a chunk");
         let at = ((c as u32) << ARENA_BITS) | chunk.len() as u32;
+        if let Some(b) = uuid {
+            chunk.extend_from_slice(&[0x80, 0]);
+            chunk.extend_from_slice(&b);
+        } else {
+            Self::put_text(chunk, s);
+        }
+        let i = self.len() as u32;
+        self.starts.push(at);
+        let h = self.hash(s.as_bytes());
+        self.place(h, i);
+        Ok(i)
+    }
+
+    fn put_text(chunk: &mut Vec<u8>, s: &str) {
         let mut len = s.len();
         loop {
             let b = (len & 0x7f) as u8;
@@ -221,11 +325,6 @@ impl Interner {
             chunk.push(b | 0x80);
         }
         chunk.extend_from_slice(s.as_bytes());
-        let i = self.len() as u32;
-        self.starts.push(at);
-        let h = self.hash(s.as_bytes());
-        self.place(h, i);
-        Ok(i)
     }
 
     fn heap_bytes(&self) -> usize {
@@ -295,8 +394,8 @@ impl Store {
         self.claims.at_mut(i as usize)
     }
 
-    pub fn claim_id(&self, i: u32) -> &str {
-        self.ids.get(i)
+    pub fn claim_id(&self, i: u32) -> Cow<'_, str> {
+        self.ids.text(i)
     }
 
     pub fn claim_key(&self, i: u32) -> &str {
@@ -528,7 +627,10 @@ impl Store {
     }
 
     fn ids_tuple<'py>(&self, py: Python<'py>, items: &[u32]) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, items.iter().map(|&i| self.ids.get(i)))
+        PyTuple::new(
+            py,
+            items.iter().map(|&i| PyString::new(py, &self.ids.text(i))),
+        )
     }
 
     pub fn heap_bytes(&self) -> usize {
@@ -563,7 +665,7 @@ impl Store {
     #[new]
     fn new() -> Self {
         Store {
-            ids: Interner::new(),
+            ids: Interner::with_uuids(),
             claims: Seg::new(),
             keys: Interner::new(),
             edge_of_key: Seg::new(),
@@ -646,11 +748,11 @@ impl TableIter {
         }
         self.at += 1;
         let key = if edges {
-            st.edge_key(i)
+            Cow::Borrowed(st.edge_key(i))
         } else {
             st.claim_id(i)
         };
-        let key = PyString::new(py, key).into_any();
+        let key = PyString::new(py, &key).into_any();
         let value = || -> PyObject {
             let store = self.store.clone_ref(py);
             if edges {
