@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -37,3 +39,17 @@ def typed(value: Any) -> Any:
     if isinstance(value, float):
         return ("float", struct.pack("<d", value))
     return (type(value).__name__, value)
+
+
+@contextmanager
+def tiny_spill() -> Iterator[None]:
+    """Native tables made inside keep one chunk of 2 claims in memory and spill the rest (the
+    equivalence tests run with it too: every path through the spill gives the same bytes)."""
+    from claimgraph.native import spill
+
+    before = spill.configured()
+    spill.configure(spill.SpillConfig(2, chunk_bits=1))
+    try:
+        yield
+    finally:
+        spill.configure(before)

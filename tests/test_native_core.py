@@ -27,8 +27,9 @@ from claimgraph.core.snapshot import state_digest
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import encode_command, encode_decision
 from claimgraph.native import decide as native
+from claimgraph.native import spill
 from claimgraph.native.codec import native_codecs
-from tests.native_support import require_native, typed
+from tests.native_support import require_native, tiny_spill, typed
 from tests.strategies import GRAPH, T0, Stream, publish, stream_of, streams
 
 pytestmark = pytest.mark.usefixtures("_native")
@@ -61,6 +62,8 @@ def run_both(records: list[bytes], times: list[int], every: int = 8) -> tuple[in
         if i % every == 0:
             assert state_digest(nat) == state_digest(py)
     assert state_digest(nat) == state_digest(py)
+    if spill.configured() is not None and len(nat.claims) > 4:
+        assert nat.claims.store.spilled() > 0, "the tiny spill took no claim"
     assert native.DECLINED["error"] == 0, "the native path failed on a Python error"
     return (
         sum(native.DECIDED.values()) - before[0],
@@ -80,6 +83,14 @@ def test_the_native_core_is_loaded_on_ci() -> None:
 def test_mixed_streams_decide_the_same(s: Stream) -> None:
     """The strategies' streams: conflicts, grants, resolves, garbage (mostly declined)."""
     run_both(list(s.records), list(s.times))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams())
+def test_mixed_streams_decide_the_same_with_a_tiny_spill(s: Stream) -> None:
+    """The same, the native tables keeping 2 claims in memory and the rest in the spill."""
+    with tiny_spill():
+        run_both(list(s.records), list(s.times))
 
 
 # -- hot streams: what ingest sees ----------------------------------------------------------
@@ -185,6 +196,9 @@ def hot_streams(draw: st.DrawFn) -> tuple[list[bytes], list[int]]:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hot_streams())
 def test_hot_streams_decide_the_same(stream: tuple[list[bytes], list[int]]) -> None:
+    """What ingest sees, with the tables in memory and with a tiny spill."""
+    with tiny_spill():
+        run_both(*stream)
     run_both(*stream)
 
 

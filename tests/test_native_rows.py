@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import struct
 import tempfile
+from contextlib import nullcontext
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from claimgraph.native import decide as native
 from claimgraph.native import module
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.projections.rows import version_of
-from tests.native_support import require_native
+from tests.native_support import require_native, tiny_spill
 from tests.strategies import GRAPH, T0, Stream, stream_of, streams
 from tests.test_native_core import hot_streams
 
@@ -122,6 +123,14 @@ def test_mixed_streams_stage_the_same_rows(s: Stream, cuts: list[int]) -> None:
     run_both(list(s.records), list(s.times), cuts)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(), _CUTS)
+def test_mixed_streams_stage_the_same_rows_with_a_tiny_spill(s: Stream, cuts: list[int]) -> None:
+    """The same, the native tables keeping 2 claims in memory and the rest in the spill."""
+    with tiny_spill():
+        run_both(list(s.records), list(s.times), cuts)
+
+
 def _erase(claim_id: str, i: int) -> bytes:
     cmd: Any = {"type": "erase", "command_id": f"e{i}", "graph": GRAPH, "agent": "admin",
                 "task": "", "claim_id": claim_id, "reason": "PR-1"}  # fmt: skip
@@ -143,7 +152,8 @@ def test_hot_streams_stage_the_same_rows(
         at = min(at, len(records))
         records.insert(at, _erase(claim, n))
         times.insert(at, times[at - 1])
-    run_both(records, times, cuts)
+    with tiny_spill() if len(cuts) % 2 else nullcontext():  # half the examples spill
+        run_both(records, times, cuts)
 
 
 def test_a_plain_stream_is_staged_natively() -> None:

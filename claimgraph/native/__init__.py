@@ -43,7 +43,15 @@ ACTIVE: bool = module is not None
 
 def _tables() -> tuple[Any, Any]:
     assert module is not None
-    store = module.Store()
+    from claimgraph.native import spill
+
+    config = spill.configured()
+    if config is None:
+        store = module.Store()
+    else:
+        store = module.Store(
+            spill=spill.SpillDB(config), keep=config.keep, chunk_bits=config.chunk_bits
+        )
     return store.claims(), store.edges()
 
 

@@ -155,7 +155,7 @@ impl<'py> Run<'py> {
         self.remember(key)?;
         {
             let mut st = self.store.borrow_mut();
-            st.claim_mut(ci).status = VISIBLE as u8;
+            st.set_status(ci, VISIBLE as u8);
             let e = st.ensure_edge(key)?;
             let mut vis = st.visible(e);
             vis.push(ci);
@@ -197,7 +197,7 @@ impl<'py> Run<'py> {
                 }
             }
         }
-        self.store.borrow_mut().claim_mut(ci).status = status as u8;
+        self.store.borrow_mut().set_status(ci, status as u8);
         self.ch_claims.push((id.to_owned(), status));
         self.touch(&key);
         Ok(())

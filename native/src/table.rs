@@ -14,6 +14,7 @@
 //! methods); the Python fold goes through the views, so both cores fold the same state.
 
 use std::borrow::Cow;
+use std::sync::Mutex;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -21,32 +22,33 @@ use std::hash::{BuildHasher, Hasher};
 use pyo3::exceptions::{PyKeyError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 pub const NONE: u32 = u32::MAX;
 const LIST: u32 = 1 << 31; // an edge's visible claims held in a side list
 const MAX_ITEMS: usize = (LIST - 1) as usize;
 const NO_BASED: i64 = i64::MIN;
+const CHUNK_BITS: u32 = 16; // 65,536 entries per chunk
 
 fn full() -> PyErr {
     PyMemoryError::new_err("claimgraph state table full (2^31 entries or 4 GiB of strings)")
 }
 
-/// A vector in fixed chunks: it grows without copying (no transient double size at a
-/// reallocation, which would set the process's peak), and wastes at most one chunk.
+/// A vector in fixed chunks of ``1 << bits`` items: it grows without copying more than a
+/// chunk (no reallocation that briefly doubles the table and sets the process's peak), wastes
+/// at most one chunk, and a chunk can be dropped (spilled) while the others stay.
 pub struct Seg<T> {
     chunks: Vec<Vec<T>>,
     len: usize,
+    bits: u32,
 }
 
-const SEG_BITS: usize = 16;
-const SEG: usize = 1 << SEG_BITS;
-
 impl<T: Copy> Seg<T> {
-    fn new() -> Self {
+    fn new(bits: u32) -> Self {
         Seg {
             chunks: Vec::new(),
             len: 0,
+            bits,
         }
     }
 
@@ -55,9 +57,9 @@ impl<T: Copy> Seg<T> {
     }
 
     fn push(&mut self, x: T) {
-        if self.len % SEG == 0 {
-            // a chunk starts small and doubles up to SEG (a small table stays small)
-            self.chunks.push(Vec::with_capacity(256));
+        if self.len % (1 << self.bits) == 0 {
+            // a chunk starts small and doubles up to its size (a small table stays small)
+            self.chunks.push(Vec::with_capacity(256.min(1 << self.bits)));
         }
         self.chunks.last_mut().expect("a chunk").push(x);
         self.len += 1;
@@ -65,12 +67,22 @@ impl<T: Copy> Seg<T> {
 
     #[inline]
     pub fn at(&self, i: usize) -> &T {
-        &self.chunks[i >> SEG_BITS][i & (SEG - 1)]
+        &self.chunks[i >> self.bits][i & ((1 << self.bits) - 1)]
     }
 
     #[inline]
     fn at_mut(&mut self, i: usize) -> &mut T {
-        &mut self.chunks[i >> SEG_BITS][i & (SEG - 1)]
+        &mut self.chunks[i >> self.bits][i & ((1 << self.bits) - 1)]
+    }
+
+    /// Whether item ``i`` is in memory (its chunk was not dropped).
+    #[inline]
+    fn has(&self, i: usize) -> bool {
+        i < self.len && !self.chunks[i >> self.bits].is_empty()
+    }
+
+    fn drop_chunk(&mut self, c: usize) {
+        self.chunks[c] = Vec::new();
     }
 
     fn heap_bytes(&self) -> usize {
@@ -79,21 +91,20 @@ impl<T: Copy> Seg<T> {
     }
 }
 
-const ARENA_BITS: u32 = 20; // 1 MiB chunks
-const ARENA: usize = 1 << ARENA_BITS;
-
-/// Strings stored once each, length-prefixed in 1 MiB chunks, found by an open-addressing
-/// index (random-keyed SipHash, so an agent cannot choose ids that collide; tags filter the
-/// probes; load at most 0.8, grown by half).
+/// Strings stored once each, length-prefixed, the strings of entries ``[c << bits, (c + 1) <<
+/// bits)`` in arena chunk ``c`` (so a chunk of entries can be dropped with its strings), found by
+/// an open-addressing index (random-keyed SipHash, so an agent cannot choose ids that collide;
+/// tags filter the probes; load at most 0.8, grown by half).
 pub struct Interner {
     chunks: Vec<Vec<u8>>,
-    starts: Seg<u32>, // chunk << 20 | offset of the string's length prefix
+    starts: Seg<u32>, // offset of the entry's length prefix in its arena chunk
     slots: Vec<u32>,
     tags: Vec<u8>, // 0: empty slot
     rs: RandomState,
     // canonical lowercase UUIDs stored as their 16 bytes (after the marker 0x80 0x00, which is
     // no length's varint): claim ids are mostly UUIDs, 37 bytes each otherwise
     uuids: bool,
+    live: usize, // entries in memory (indexed)
 }
 
 /// The 16 bytes of a canonical lowercase UUID string (8-4-4-4-12 hex digits), else None.
@@ -150,21 +161,36 @@ enum Entry<'a> {
 }
 
 impl Interner {
-    fn new() -> Self {
+    fn new(bits: u32) -> Self {
         Interner {
             chunks: Vec::new(),
-            starts: Seg::new(),
+            starts: Seg::new(bits),
             slots: vec![NONE; 16],
             tags: vec![0; 16],
             rs: RandomState::new(),
             uuids: false,
+            live: 0,
         }
     }
 
-    fn with_uuids() -> Self {
-        let mut i = Interner::new();
+    fn with_uuids(bits: u32) -> Self {
+        let mut i = Interner::new(bits);
         i.uuids = true;
         i
+    }
+
+    /// Whether entry ``i`` is in memory.
+    pub fn has(&self, i: u32) -> bool {
+        self.starts.has(i as usize)
+    }
+
+    /// Drop the entries of chunk ``c`` and their strings (the caller saved them).
+    fn drop_chunk(&mut self, c: usize) {
+        let n = self.starts.chunks[c].len();
+        self.starts.drop_chunk(c);
+        self.chunks[c] = Vec::new();
+        self.live -= n;
+        self.reindex(self.slots.len());
     }
 
     pub fn len(&self) -> usize {
@@ -183,9 +209,8 @@ impl Interner {
     }
 
     fn entry(&self, i: u32) -> Entry<'_> {
-        let at = *self.starts.at(i as usize);
-        let chunk = &self.chunks[(at >> ARENA_BITS) as usize];
-        let mut pos = (at & (ARENA as u32 - 1)) as usize;
+        let mut pos = *self.starts.at(i as usize) as usize;
+        let chunk = &self.chunks[i as usize >> self.starts.bits];
         if chunk[pos] == 0x80 && chunk[pos + 1] == 0 {
             return Entry::Uuid(&chunk[pos + 2..pos + 18]);
         }
@@ -263,12 +288,17 @@ impl Interner {
     }
 
     fn grow(&mut self) {
-        let cap = self.slots.len() + self.slots.len() / 2;
+        self.reindex(self.slots.len() + self.slots.len() / 2);
+    }
+
+    fn reindex(&mut self, cap: usize) {
         self.slots = vec![NONE; cap];
         self.tags = vec![0; cap];
         for i in 0..self.len() as u32 {
-            let h = self.hash(self.text(i).as_bytes());
-            self.place(h, i);
+            if self.has(i) {
+                let h = self.hash(self.text(i).as_bytes());
+                self.place(h, i);
+            }
         }
     }
 
@@ -282,24 +312,21 @@ impl Interner {
 
     /// Add ``s`` (not present: the caller checked).
     fn push(&mut self, s: &str) -> PyResult<u32> {
-        let need = s.len() + 10;
-        if self.len() >= MAX_ITEMS || need > ARENA || self.chunks.len() >= 1 << (32 - ARENA_BITS) {
+        if self.len() >= MAX_ITEMS {
             return Err(full());
         }
-        if (self.len() + 1) * 5 > self.slots.len() * 4 {
+        if (self.live + 1) * 5 > self.slots.len() * 4 {
             self.grow();
         }
-        let fits = matches!(self.chunks.last(), Some(c) if c.len() + need <= ARENA);
-        if !fits {
-            if self.chunks.len() + 1 >= 1 << (32 - ARENA_BITS) {
-                return Err(full());
-            }
-            self.chunks.push(Vec::with_capacity(4096)); // doubles up to ARENA
+        if self.len() % (1 << self.starts.bits) == 0 {
+            self.chunks.push(Vec::with_capacity(1024)); // doubles as it fills
         }
-        let c = self.chunks.len() - 1;
         let uuid = if self.uuids { uuid16(s) } else { None };
         let chunk = self.chunks.last_mut().expect("a chunk");
-        let at = ((c as u32) << ARENA_BITS) | chunk.len() as u32;
+        if chunk.len() + s.len() + 10 > u32::MAX as usize {
+            return Err(full());
+        }
+        let at = chunk.len() as u32;
         if let Some(b) = uuid {
             chunk.extend_from_slice(&[0x80, 0]);
             chunk.extend_from_slice(&b);
@@ -308,6 +335,7 @@ impl Interner {
         }
         let i = self.len() as u32;
         self.starts.push(at);
+        self.live += 1;
         let h = self.hash(s.as_bytes());
         self.place(h, i);
         Ok(i)
@@ -332,6 +360,108 @@ impl Interner {
             + self.starts.heap_bytes()
             + self.slots.capacity() * 5
     }
+}
+
+/// Where claims beyond the kept chunks go: a Python object with ``get(key) -> bytes | None``
+/// and ``put(items)`` over a RocksDB (``claimgraph.native.spill``). Claims read back are kept
+/// in a bounded cold cache; changes to them are written back when it is emptied.
+struct Spill {
+    db: Py<PyAny>,
+    keep: usize,    // chunks of claims kept in memory (at least 1: the one being filled)
+    spilled: usize, // chunks [0, spilled) are in the spill
+    cold: Mutex<HashMap<u32, Cold>>,
+    cold_ids: Mutex<HashMap<String, u32>>,
+}
+
+struct Cold {
+    id: String,
+    rec: ClaimRec,
+    dirty: bool,
+}
+
+const COLD_MAX: usize = 1 << 16;
+
+impl Spill {
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        Python::with_gil(|py| {
+            let v = self
+                .db
+                .call_method1(py, intern!(py, "get"), (PyBytes::new(py, key),))
+                .unwrap_or_else(|e| panic!("claimgraph state spill: a read failed: {e}"));
+            if v.is_none(py) {
+                None
+            } else {
+                Some(
+                    v.extract::<Vec<u8>>(py)
+                        .unwrap_or_else(|e| panic!("claimgraph state spill: {e}")),
+                )
+            }
+        })
+    }
+
+    fn put(&self, items: Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<()> {
+        Python::with_gil(|py| {
+            let list = PyList::empty(py);
+            for (k, v) in items {
+                list.append((PyBytes::new(py, &k), PyBytes::new(py, &v)))?;
+            }
+            self.db.call_method1(py, intern!(py, "put"), (list,))?;
+            Ok(())
+        })
+    }
+
+    /// Write changed cold claims back and empty the cold cache.
+    fn write_back(&self) {
+        let mut items = Vec::new();
+        for (&i, c) in self.cold.lock().expect("the cold cache").iter() {
+            if c.dirty {
+                items.push((claim_row_key(i), encode_claim(&c.id, &c.rec)));
+            }
+        }
+        items.sort();
+        if !items.is_empty() {
+            self.put(items)
+                .unwrap_or_else(|e| panic!("claimgraph state spill: a write failed: {e}"));
+        }
+        self.cold.lock().expect("the cold cache").clear();
+        self.cold_ids.lock().expect("the cold cache").clear();
+    }
+}
+
+fn claim_row_key(i: u32) -> Vec<u8> {
+    let mut k = Vec::with_capacity(5);
+    k.push(b'c');
+    k.extend_from_slice(&i.to_be_bytes());
+    k
+}
+
+fn encode_claim(id: &str, r: &ClaimRec) -> Vec<u8> {
+    let mut v = Vec::with_capacity(30 + id.len());
+    v.extend_from_slice(&r.ts.to_be_bytes());
+    v.extend_from_slice(&r.based.to_be_bytes());
+    v.extend_from_slice(&r.key.to_be_bytes());
+    v.extend_from_slice(&r.agent.to_be_bytes());
+    v.extend_from_slice(&r.conf.to_be_bytes());
+    v.push(r.status);
+    v.push(u8::from(r.asserts));
+    v.extend_from_slice(id.as_bytes());
+    v
+}
+
+fn decode_claim(v: &[u8]) -> (String, ClaimRec) {
+    let q = |a: usize| i64::from_be_bytes(v[a..a + 8].try_into().expect("8 bytes"));
+    let w = |a: usize| u32::from_be_bytes(v[a..a + 4].try_into().expect("4 bytes"));
+    let rec = ClaimRec {
+        ts: q(0),
+        based: q(8),
+        key: w(16),
+        agent: w(20),
+        conf: w(24),
+        status: v[28],
+        asserts: v[29] != 0,
+    };
+    let id = String::from_utf8(v[30..].to_vec()).expect("a UTF-8 claim id");
+    (id, rec)
 }
 
 /// One claim: what ``ClaimState`` holds, with strings and confidences as indexes (its
@@ -371,11 +501,100 @@ pub struct Store {
     withheld_of: HashMap<u32, Vec<u32>>, // edge → its withheld claims
     lists: Vec<Vec<u32>>,
     free: Vec<u32>,
+    spill: Option<Spill>,
 }
 
 impl Store {
     pub fn claim_index(&self, id: &str) -> Option<u32> {
-        self.ids.find(id)
+        if let Some(i) = self.ids.find(id) {
+            return Some(i);
+        }
+        let sp = self.spill.as_ref()?;
+        if let Some(&i) = sp.cold_ids.lock().expect("the cold cache").get(id) {
+            return Some(i);
+        }
+        let mut key = Vec::with_capacity(1 + id.len());
+        key.push(b'i');
+        key.extend_from_slice(id.as_bytes());
+        let v = sp.get(&key)?;
+        let i = u32::from_be_bytes(v.as_slice().try_into().expect("a 4-byte claim index"));
+        self.fault(i);
+        Some(i)
+    }
+
+    /// A spilled claim, read back into the cold cache (the cache is written back and emptied
+    /// when it is full).
+    fn fault(&self, i: u32) -> ClaimRec {
+        let sp = self.spill.as_ref().expect("a claim outside memory without a spill");
+        if let Some(c) = sp.cold.lock().expect("the cold cache").get(&i) {
+            return c.rec;
+        }
+        if sp.cold.lock().expect("the cold cache").len() >= COLD_MAX {
+            sp.write_back();
+        }
+        let v = sp
+            .get(&claim_row_key(i))
+            .unwrap_or_else(|| panic!("claimgraph state spill: claim {i} is missing"));
+        let (id, rec) = decode_claim(&v);
+        sp.cold_ids.lock().expect("the cold cache").insert(id.clone(), i);
+        sp.cold.lock().expect("the cold cache").insert(
+            i,
+            Cold {
+                id,
+                rec,
+                dirty: false,
+            },
+        );
+        rec
+    }
+
+    /// Change a claim in memory, or in the cold cache (written back later).
+    fn update(&mut self, i: u32, f: impl FnOnce(&mut ClaimRec)) {
+        if self.claims.has(i as usize) {
+            f(self.claims.at_mut(i as usize));
+            return;
+        }
+        self.fault(i);
+        let sp = self.spill.as_ref().expect("a spill");
+        let mut cold = sp.cold.lock().expect("the cold cache");
+        let c = cold.get_mut(&i).expect("faulted in");
+        f(&mut c.rec);
+        c.dirty = true;
+    }
+
+    pub fn set_status(&mut self, i: u32, status: u8) {
+        self.update(i, |r| r.status = status);
+    }
+
+    /// Move the oldest claims in memory to the spill while more chunks than it keeps are in
+    /// memory (the chunk being filled always stays).
+    fn maybe_spill(&mut self) -> PyResult<()> {
+        let bits = self.claims.bits;
+        let chunks = (self.claims.len() + (1 << bits) - 1) >> bits;
+        loop {
+            let Some(sp) = self.spill.as_ref() else {
+                return Ok(());
+            };
+            if chunks - sp.spilled <= sp.keep {
+                return Ok(());
+            }
+            let c = sp.spilled;
+            let lo = c << bits;
+            let mut items: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(2 << bits);
+            for i in lo..lo + (1 << bits) {
+                let i = i as u32;
+                let id = self.ids.text(i);
+                items.push((claim_row_key(i), encode_claim(&id, self.claims.at(i as usize))));
+                let mut k = Vec::with_capacity(1 + id.len());
+                k.push(b'i');
+                k.extend_from_slice(id.as_bytes());
+                items.push((k, i.to_be_bytes().to_vec()));
+            }
+            sp.put(items)?;
+            self.ids.drop_chunk(c);
+            self.claims.drop_chunk(c);
+            self.spill.as_mut().expect("a spill").spilled += 1;
+        }
     }
 
     pub fn n_claims(&self) -> usize {
@@ -386,16 +605,22 @@ impl Store {
         self.edges.len()
     }
 
-    pub fn claim(&self, i: u32) -> &ClaimRec {
-        self.claims.at(i as usize)
-    }
-
-    pub fn claim_mut(&mut self, i: u32) -> &mut ClaimRec {
-        self.claims.at_mut(i as usize)
+    pub fn claim(&self, i: u32) -> ClaimRec {
+        if self.claims.has(i as usize) {
+            *self.claims.at(i as usize)
+        } else {
+            self.fault(i)
+        }
     }
 
     pub fn claim_id(&self, i: u32) -> Cow<'_, str> {
-        self.ids.text(i)
+        if self.ids.has(i) {
+            return self.ids.text(i);
+        }
+        self.fault(i);
+        let sp = self.spill.as_ref().expect("a spill");
+        let id = sp.cold.lock().expect("the cold cache").get(&i).expect("faulted in").id.clone();
+        Cow::Owned(id)
     }
 
     pub fn claim_key(&self, i: u32) -> &str {
@@ -598,9 +823,9 @@ impl Store {
             status,
             asserts,
         };
-        let i = match self.ids.find(id) {
+        let i = match self.claim_index(id) {
             Some(i) => {
-                *self.claim_mut(i) = rec;
+                self.update(i, |r| *r = rec);
                 i
             }
             None => {
@@ -610,6 +835,7 @@ impl Store {
             }
         };
         self.set_conflict(i, conflict)?;
+        self.maybe_spill()?;
         Ok(i)
     }
 
@@ -618,7 +844,7 @@ impl Store {
         for x in ids.try_iter()? {
             let x = x?;
             let s = x.downcast::<PyString>()?.to_str()?;
-            match self.ids.find(s) {
+            match self.claim_index(s) {
                 Some(i) => out.push(i),
                 None => return Err(PyKeyError::new_err(s.to_owned())),
             }
@@ -629,7 +855,7 @@ impl Store {
     fn ids_tuple<'py>(&self, py: Python<'py>, items: &[u32]) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(
             py,
-            items.iter().map(|&i| PyString::new(py, &self.ids.text(i))),
+            items.iter().map(|&i| PyString::new(py, &self.claim_id(i))),
         )
     }
 
@@ -662,23 +888,45 @@ fn key_str<'a>(k: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
 
 #[pymethods]
 impl Store {
+    /// ``Store()``: everything in memory. ``Store(spill=db, keep=n, chunk_bits=b)``: claims
+    /// in chunks of ``2**b``, at most ``n`` chunks in memory, the older ones in ``db``.
     #[new]
-    fn new() -> Self {
-        Store {
-            ids: Interner::with_uuids(),
-            claims: Seg::new(),
-            keys: Interner::new(),
-            edge_of_key: Seg::new(),
-            edges: Seg::new(),
-            agents: Interner::new(),
-            conflict_ids: Interner::new(),
+    #[pyo3(signature = (spill=None, keep=1, chunk_bits=CHUNK_BITS))]
+    fn new(spill: Option<Py<PyAny>>, keep: usize, chunk_bits: u32) -> PyResult<Self> {
+        if !(1..=24).contains(&chunk_bits) || keep == 0 {
+            return Err(PyValueError::new_err(
+                "chunk_bits must be 1..24 and keep at least 1",
+            ));
+        }
+        Ok(Store {
+            spill: spill.map(|db| Spill {
+                db,
+                keep,
+                spilled: 0,
+                cold: Mutex::new(HashMap::new()),
+                cold_ids: Mutex::new(HashMap::new()),
+            }),
+            ids: Interner::with_uuids(chunk_bits),
+            claims: Seg::new(chunk_bits),
+            keys: Interner::new(CHUNK_BITS),
+            edge_of_key: Seg::new(CHUNK_BITS),
+            edges: Seg::new(CHUNK_BITS),
+            agents: Interner::new(CHUNK_BITS),
+            conflict_ids: Interner::new(CHUNK_BITS),
             confs: Vec::new(),
             conf_index: HashMap::new(),
             conflict_of: HashMap::new(),
             withheld_of: HashMap::new(),
             lists: Vec::new(),
             free: Vec::new(),
-        }
+        })
+    }
+
+    /// Claims in the spill (not in memory).
+    fn spilled(&self) -> usize {
+        self.spill
+            .as_ref()
+            .map_or(0, |sp| sp.spilled << self.claims.bits)
     }
 
     /// The claims table as a mapping: claim id → ``ClaimRef``.
@@ -792,7 +1040,7 @@ impl ClaimMap {
         let Ok(s) = k.downcast::<PyString>() else {
             return Ok(None);
         };
-        let found = self.store.bind(py).borrow().ids.find(s.to_str()?);
+        let found = self.store.bind(py).borrow().claim_index(s.to_str()?);
         Ok(found.map(|i| ClaimRef {
             store: self.store.clone_ref(py),
             i,
@@ -810,7 +1058,7 @@ impl ClaimMap {
         let Ok(s) = k.downcast::<PyString>() else {
             return Ok(false);
         };
-        Ok(self.store.bind(py).borrow().ids.find(s.to_str()?).is_some())
+        Ok(self.store.bind(py).borrow().claim_index(s.to_str()?).is_some())
     }
 
     fn __getitem__(&self, py: Python<'_>, k: &Bound<'_, PyAny>) -> PyResult<ClaimRef> {
@@ -998,7 +1246,7 @@ impl ClaimRef {
 
     #[setter]
     fn set_status(&self, py: Python<'_>, v: u8) {
-        self.store.bind(py).borrow_mut().claim_mut(self.i).status = v;
+        self.store.bind(py).borrow_mut().set_status(self.i, v);
     }
 
     #[getter]

@@ -1,0 +1,105 @@
+"""Where the native tables put claims beyond the memory they may use: a scratch RocksDB.
+
+With ``CLAIMGRAPH_STATE_CLAIMS=N`` (or :func:`configure`), the native tables keep the newest
+~N claims in memory (rounded up to chunks of 65,536) and move older chunks of claims to a
+RocksDB of their own, with a bloom filter and a block cache (``CLAIMGRAPH_STATE_CACHE_MIB``,
+default 32). A spilled claim is read back on use into a bounded cold cache; a change to it is
+written back. The spill is scratch, not durable state: it lives in a temporary directory
+(under ``CLAIMGRAPH_STATE_SPILL_DIR``, else the system's temporary directory), is written
+without a WAL and is removed when its tables are. The durable truth stays the decisions log
+and the checkpoints; a restart folds or loads the state again.
+
+Only claims spill today; edges, edge keys and agents stay in memory (~60 bytes per edge).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+from dataclasses import dataclass
+
+from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteOptions
+
+__all__ = ["SpillConfig", "SpillDB", "configure", "configured"]
+
+CHUNK_BITS = 16  # claims per chunk: 65,536
+
+
+@dataclass(frozen=True, slots=True)
+class SpillConfig:
+    """Claims kept in memory (rounded up to chunks), the chunk size and the block cache."""
+
+    claims: int
+    chunk_bits: int = CHUNK_BITS
+    cache_bytes: int = 32 << 20
+
+    @property
+    def keep(self) -> int:
+        """Chunks of claims kept in memory (at least one: the chunk being filled)."""
+        size = 1 << self.chunk_bits
+        return max(1, -(-self.claims // size))
+
+
+_CONFIG: list[SpillConfig | None] = []
+
+
+def _from_env() -> SpillConfig | None:
+    raw = os.environ.get("CLAIMGRAPH_STATE_CLAIMS", "").strip()
+    if not raw:
+        return None
+    try:
+        claims = int(raw)
+        cache_mib = int(os.environ.get("CLAIMGRAPH_STATE_CACHE_MIB", "32"))
+    except ValueError:
+        raise ValueError(
+            f"CLAIMGRAPH_STATE_CLAIMS={raw!r} / CLAIMGRAPH_STATE_CACHE_MIB: whole numbers"
+        ) from None
+    if claims < 1 or cache_mib < 1:
+        raise ValueError("CLAIMGRAPH_STATE_CLAIMS and CLAIMGRAPH_STATE_CACHE_MIB must be >= 1")
+    return SpillConfig(claims, cache_bytes=cache_mib << 20)
+
+
+def configured() -> SpillConfig | None:
+    """The spill configuration of this process (None: everything in memory)."""
+    if not _CONFIG:
+        _CONFIG.append(_from_env())
+    return _CONFIG[0]
+
+
+def configure(config: SpillConfig | None) -> None:
+    """Set the spill for tables made from now on (tests; ``None``: no spill)."""
+    _CONFIG[:] = [config]
+
+
+def _remove(db: Rdict, path: str) -> None:
+    db.close()
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class SpillDB:
+    """The scratch RocksDB of one table store: ``get(key)`` and ``put([(key, value), ...])``."""
+
+    def __init__(self, config: SpillConfig) -> None:
+        base = os.environ.get("CLAIMGRAPH_STATE_SPILL_DIR") or None
+        self.path = tempfile.mkdtemp(prefix="claimgraph-state-", dir=base)
+        opts = Options(raw_mode=True)
+        opts.create_if_missing(True)
+        opts.set_write_buffer_size(8 << 20)
+        opts.set_max_write_buffer_number(2)
+        table = BlockBasedOptions()
+        table.set_block_cache(Cache(config.cache_bytes))
+        table.set_bloom_filter(10, False)
+        opts.set_block_based_table_factory(table)
+        self.db = Rdict(self.path, opts)
+        self._wo = WriteOptions()
+        self._wo.disable_wal = True  # type: ignore[method-assign,assignment]  # a property; the stub says method
+        self.get = self.db.get
+        weakref.finalize(self, _remove, self.db, self.path)
+
+    def put(self, items: list[tuple[bytes, bytes]]) -> None:
+        wb = WriteBatch(raw_mode=True)
+        for k, v in items:
+            wb.put(k, v)
+        self.db.write(wb, self._wo)
