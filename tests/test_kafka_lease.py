@@ -236,7 +236,12 @@ def test_two_serve_replicas_on_kafka_resolve_once(kafka_broker: Any, tmp_path: P
         cid2 = second.decision["conflict_id"]
         assert other.wait_said(f"resolvers: {cid2}: rules:block-wins", 120), other.lines
         other.stop()
-        assert not other.said(f"resolvers: {cid}:") and not holder.said(f"resolvers: {cid2}:")
+        # the other replica may have written a verdict on the first conflict, and the holder on
+        # the second, while the lease moved (the group settles after a member leaves or joins:
+        # no epoch fencing, see the README); such a verdict is refused, never applied
+        for s, c in ((other, cid), (holder, cid2)):
+            stray = [x for x in list(s.lines) if f"resolvers: {c}:" in x and "→" in x]
+            assert all("(rejected " in x for x in stray), stray
         decided = [d for _, d in reader.decisions(0, 100)]
         assert [d["command_type"] for d in decided].count("tick") == 1  # one replica ticked
         resolves = [d for d in decided if d["command_type"] == "resolve"]

@@ -9,7 +9,8 @@ written back. The spill is scratch, not durable state: it lives in a temporary d
 without a WAL and is removed when its tables are. The durable truth stays the decisions log
 and the checkpoints; a restart folds or loads the state again.
 
-Only claims spill today; edges, edge keys and agents stay in memory (~60 bytes per edge).
+Claims, edge keys and edges spill (each table keeps its newest chunks in memory); agents,
+conflict ids and confidences stay in memory.
 """
 
 from __future__ import annotations

@@ -175,7 +175,7 @@ impl<'py> Run<'py> {
     /// ``GraphState._hide`` of a claim that is not withheld (checked before the fold began).
     fn hide(&mut self, id: &str, status: i64) -> D<()> {
         let ci = self.claim(id)?;
-        let key = self.store.borrow().claim_key(ci).to_owned();
+        let key = self.store.borrow().claim_key(ci).into_owned();
         self.remember(&key)?;
         let now = i64::from(self.store.borrow().claim(ci).status);
         if now == VISIBLE {
@@ -472,7 +472,7 @@ impl Fold {
                 let ci = run.claim(t)?;
                 let (key, agent) = {
                     let st = run.store.borrow();
-                    (st.claim_key(ci).to_owned(), st.claim_agent(ci).to_owned())
+                    (st.claim_key(ci).into_owned(), st.claim_agent(ci).to_owned())
                 };
                 let votes = dict(state.getattr(intern!(py, "votes"))?)?;
                 if let Some(g) = votes.get_item(run.vote_group(&key)?)? {

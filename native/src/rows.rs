@@ -683,7 +683,7 @@ impl<'py> Stage<'py> {
                 let st = self.store.borrow();
                 for (id, _) in &changed {
                     let ci = st.claim_index(id).ok_or(Decline("error"))?;
-                    if st.claim_key(ci) != key {
+                    if *st.claim_key(ci) != **key {
                         continue;
                     }
                     touched.push((id, status_name(i64::from(st.claim(ci).status))?));

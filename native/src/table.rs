@@ -14,10 +14,10 @@
 //! methods); the Python fold goes through the views, so both cores fold the same state.
 
 use std::borrow::Cow;
-use std::sync::Mutex;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Mutex;
 
 use pyo3::exceptions::{PyKeyError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::intern;
@@ -59,7 +59,8 @@ impl<T: Copy> Seg<T> {
     fn push(&mut self, x: T) {
         if self.len % (1 << self.bits) == 0 {
             // a chunk starts small and doubles up to its size (a small table stays small)
-            self.chunks.push(Vec::with_capacity(256.min(1 << self.bits)));
+            self.chunks
+                .push(Vec::with_capacity(256.min(1 << self.bits)));
         }
         self.chunks.last_mut().expect("a chunk").push(x);
         self.len += 1;
@@ -319,6 +320,9 @@ impl Interner {
             self.grow();
         }
         if self.len() % (1 << self.starts.bits) == 0 {
+            if let Some(full) = self.chunks.last_mut() {
+                full.shrink_to_fit(); // its entries are all in: no room kept for more
+            }
             self.chunks.push(Vec::with_capacity(1024)); // doubles as it fills
         }
         let uuid = if self.uuids { uuid16(s) } else { None };
@@ -367,10 +371,21 @@ impl Interner {
 /// in a bounded cold cache; changes to them are written back when it is emptied.
 struct Spill {
     db: Py<PyAny>,
-    keep: usize,    // chunks of claims kept in memory (at least 1: the one being filled)
-    spilled: usize, // chunks [0, spilled) are in the spill
+    keep: usize, // chunks of each table kept in memory (at least 1: the one being filled)
+    spilled: usize, // claim chunks [0, spilled) are in the spill
+    kspilled: usize, // edge-key chunks [0, kspilled) are
+    espilled: usize, // edge chunks [0, espilled) are
     cold: Mutex<HashMap<u32, Cold>>,
     cold_ids: Mutex<HashMap<String, u32>>,
+    cold_keys: Mutex<HashMap<u32, ColdKey>>,
+    cold_key_ids: Mutex<HashMap<String, u32>>,
+    cold_edges: Mutex<HashMap<u32, (EdgeRec, bool)>>,
+}
+
+struct ColdKey {
+    key: String,
+    edge: u32, // its edge row, NONE: none
+    dirty: bool,
 }
 
 struct Cold {
@@ -410,7 +425,7 @@ impl Spill {
         })
     }
 
-    /// Write changed cold claims back and empty the cold cache.
+    /// Write changed cold claims, keys and edges back and empty the cold caches.
     fn write_back(&self) {
         let mut items = Vec::new();
         for (&i, c) in self.cold.lock().expect("the cold cache").iter() {
@@ -418,6 +433,19 @@ impl Spill {
                 items.push((claim_row_key(i), encode_claim(&c.id, &c.rec)));
             }
         }
+        for (&k, c) in self.cold_keys.lock().expect("the cold cache").iter() {
+            if c.dirty {
+                items.push((row_key(b'K', k), encode_key(&c.key, c.edge)));
+            }
+        }
+        for (&e, (rec, dirty)) in self.cold_edges.lock().expect("the cold cache").iter() {
+            if *dirty {
+                items.push((row_key(b'E', e), encode_edge(rec)));
+            }
+        }
+        self.cold_keys.lock().expect("the cold cache").clear();
+        self.cold_key_ids.lock().expect("the cold cache").clear();
+        self.cold_edges.lock().expect("the cold cache").clear();
         items.sort();
         if !items.is_empty() {
             self.put(items)
@@ -429,10 +457,48 @@ impl Spill {
 }
 
 fn claim_row_key(i: u32) -> Vec<u8> {
+    row_key(b'c', i)
+}
+
+fn row_key(family: u8, i: u32) -> Vec<u8> {
     let mut k = Vec::with_capacity(5);
-    k.push(b'c');
+    k.push(family);
     k.extend_from_slice(&i.to_be_bytes());
     k
+}
+
+fn text_key(family: u8, s: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + s.len());
+    k.push(family);
+    k.extend_from_slice(s.as_bytes());
+    k
+}
+
+fn encode_key(key: &str, edge: u32) -> Vec<u8> {
+    let mut v = Vec::with_capacity(4 + key.len());
+    v.extend_from_slice(&edge.to_be_bytes());
+    v.extend_from_slice(key.as_bytes());
+    v
+}
+
+fn encode_edge(r: &EdgeRec) -> Vec<u8> {
+    let mut v = Vec::with_capacity(16);
+    v.extend_from_slice(&r.changed.to_be_bytes());
+    v.extend_from_slice(&r.key.to_be_bytes());
+    v.extend_from_slice(&r.vis.to_be_bytes());
+    v
+}
+
+fn decode_edge(v: &[u8]) -> EdgeRec {
+    EdgeRec {
+        changed: i64::from_be_bytes(v[0..8].try_into().expect("8 bytes")),
+        key: u32::from_be_bytes(v[8..12].try_into().expect("4 bytes")),
+        vis: u32::from_be_bytes(v[12..16].try_into().expect("4 bytes")),
+    }
+}
+
+fn be32(v: &[u8]) -> u32 {
+    u32::from_be_bytes(v[..4].try_into().expect("4 bytes"))
 }
 
 fn encode_claim(id: &str, r: &ClaimRec) -> Vec<u8> {
@@ -525,7 +591,10 @@ impl Store {
     /// A spilled claim, read back into the cold cache (the cache is written back and emptied
     /// when it is full).
     fn fault(&self, i: u32) -> ClaimRec {
-        let sp = self.spill.as_ref().expect("a claim outside memory without a spill");
+        let sp = self
+            .spill
+            .as_ref()
+            .expect("a claim outside memory without a spill");
         if let Some(c) = sp.cold.lock().expect("the cold cache").get(&i) {
             return c.rec;
         }
@@ -536,7 +605,10 @@ impl Store {
             .get(&claim_row_key(i))
             .unwrap_or_else(|| panic!("claimgraph state spill: claim {i} is missing"));
         let (id, rec) = decode_claim(&v);
-        sp.cold_ids.lock().expect("the cold cache").insert(id.clone(), i);
+        sp.cold_ids
+            .lock()
+            .expect("the cold cache")
+            .insert(id.clone(), i);
         sp.cold.lock().expect("the cold cache").insert(
             i,
             Cold {
@@ -566,35 +638,177 @@ impl Store {
         self.update(i, |r| r.status = status);
     }
 
-    /// Move the oldest claims in memory to the spill while more chunks than it keeps are in
-    /// memory (the chunk being filled always stays).
+    /// Move the oldest chunks of claims, edge keys and edges to the spill while more chunks
+    /// of a table than the spill keeps are in memory (the chunk being filled always stays).
     fn maybe_spill(&mut self) -> PyResult<()> {
-        let bits = self.claims.bits;
-        let chunks = (self.claims.len() + (1 << bits) - 1) >> bits;
-        loop {
-            let Some(sp) = self.spill.as_ref() else {
-                return Ok(());
-            };
-            if chunks - sp.spilled <= sp.keep {
-                return Ok(());
-            }
-            let c = sp.spilled;
-            let lo = c << bits;
-            let mut items: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(2 << bits);
-            for i in lo..lo + (1 << bits) {
-                let i = i as u32;
-                let id = self.ids.text(i);
-                items.push((claim_row_key(i), encode_claim(&id, self.claims.at(i as usize))));
-                let mut k = Vec::with_capacity(1 + id.len());
-                k.push(b'i');
-                k.extend_from_slice(id.as_bytes());
-                items.push((k, i.to_be_bytes().to_vec()));
-            }
-            sp.put(items)?;
-            self.ids.drop_chunk(c);
-            self.claims.drop_chunk(c);
-            self.spill.as_mut().expect("a spill").spilled += 1;
+        if self.spill.is_none() {
+            return Ok(());
         }
+        let bits = self.claims.bits;
+        let size = 1usize << bits;
+        let chunks = |n: usize| (n + size - 1) >> bits;
+        loop {
+            let sp = self.spill.as_ref().expect("a spill");
+            let mut items: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+            if chunks(self.claims.len()) - sp.spilled > sp.keep {
+                let c = sp.spilled;
+                for i in (c << bits)..((c + 1) << bits) {
+                    let i = i as u32;
+                    let id = self.ids.text(i);
+                    items.push((
+                        claim_row_key(i),
+                        encode_claim(&id, self.claims.at(i as usize)),
+                    ));
+                    items.push((text_key(b'i', &id), i.to_be_bytes().to_vec()));
+                }
+                sp.put(items)?;
+                self.ids.drop_chunk(c);
+                self.claims.drop_chunk(c);
+                self.spill.as_mut().expect("a spill").spilled += 1;
+            } else if chunks(self.keys.len()) - sp.kspilled > sp.keep {
+                let c = sp.kspilled;
+                for k in (c << bits)..((c + 1) << bits) {
+                    let k = k as u32;
+                    let key = self.keys.get(k);
+                    let e = *self.edge_of_key.at(k as usize);
+                    items.push((row_key(b'K', k), encode_key(key, e)));
+                    items.push((text_key(b'k', key), k.to_be_bytes().to_vec()));
+                }
+                sp.put(items)?;
+                self.keys.drop_chunk(c);
+                self.edge_of_key.drop_chunk(c);
+                self.spill.as_mut().expect("a spill").kspilled += 1;
+            } else if chunks(self.edges.len()) - sp.espilled > sp.keep {
+                let c = sp.espilled;
+                for e in (c << bits)..((c + 1) << bits) {
+                    let e = e as u32;
+                    items.push((row_key(b'E', e), encode_edge(self.edges.at(e as usize))));
+                }
+                sp.put(items)?;
+                self.edges.drop_chunk(c);
+                self.spill.as_mut().expect("a spill").espilled += 1;
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The index of an edge key: in memory, in the cold cache, or in the spill.
+    fn key_index(&self, key: &str) -> Option<u32> {
+        if let Some(k) = self.keys.find(key) {
+            return Some(k);
+        }
+        let sp = self.spill.as_ref()?;
+        if let Some(&k) = sp.cold_key_ids.lock().expect("the cold cache").get(key) {
+            return Some(k);
+        }
+        let k = be32(&sp.get(&text_key(b'k', key))?);
+        self.fault_key(k);
+        Some(k)
+    }
+
+    fn fault_key(&self, k: u32) {
+        let sp = self
+            .spill
+            .as_ref()
+            .expect("an edge key outside memory without a spill");
+        if sp
+            .cold_keys
+            .lock()
+            .expect("the cold cache")
+            .contains_key(&k)
+        {
+            return;
+        }
+        if sp.cold_keys.lock().expect("the cold cache").len() >= COLD_MAX {
+            sp.write_back();
+        }
+        let v = sp
+            .get(&row_key(b'K', k))
+            .unwrap_or_else(|| panic!("claimgraph state spill: edge key {k} is missing"));
+        let key = String::from_utf8(v[4..].to_vec()).expect("a UTF-8 edge key");
+        sp.cold_key_ids
+            .lock()
+            .expect("the cold cache")
+            .insert(key.clone(), k);
+        sp.cold_keys.lock().expect("the cold cache").insert(
+            k,
+            ColdKey {
+                key,
+                edge: be32(&v),
+                dirty: false,
+            },
+        );
+    }
+
+    /// The text of edge key ``k``.
+    pub fn key_text(&self, k: u32) -> Cow<'_, str> {
+        if self.keys.has(k) {
+            return Cow::Borrowed(self.keys.get(k));
+        }
+        self.fault_key(k);
+        let sp = self.spill.as_ref().expect("a spill");
+        let key = sp.cold_keys.lock().expect("the cold cache")[&k].key.clone();
+        Cow::Owned(key)
+    }
+
+    /// The edge row of edge key ``k`` (NONE: none).
+    fn edge_of(&self, k: u32) -> u32 {
+        if self.edge_of_key.has(k as usize) {
+            return *self.edge_of_key.at(k as usize);
+        }
+        self.fault_key(k);
+        let sp = self.spill.as_ref().expect("a spill");
+        let e = sp.cold_keys.lock().expect("the cold cache")[&k].edge;
+        e
+    }
+
+    fn set_edge_of(&mut self, k: u32, e: u32) {
+        if self.edge_of_key.has(k as usize) {
+            *self.edge_of_key.at_mut(k as usize) = e;
+            return;
+        }
+        self.fault_key(k);
+        let sp = self.spill.as_ref().expect("a spill");
+        let mut cold = sp.cold_keys.lock().expect("the cold cache");
+        let c = cold.get_mut(&k).expect("faulted in");
+        c.edge = e;
+        c.dirty = true;
+    }
+
+    fn fault_edge(&self, e: u32) -> EdgeRec {
+        let sp = self
+            .spill
+            .as_ref()
+            .expect("an edge outside memory without a spill");
+        if let Some((r, _)) = sp.cold_edges.lock().expect("the cold cache").get(&e) {
+            return *r;
+        }
+        if sp.cold_edges.lock().expect("the cold cache").len() >= COLD_MAX {
+            sp.write_back();
+        }
+        let v = sp
+            .get(&row_key(b'E', e))
+            .unwrap_or_else(|| panic!("claimgraph state spill: edge {e} is missing"));
+        let r = decode_edge(&v);
+        sp.cold_edges
+            .lock()
+            .expect("the cold cache")
+            .insert(e, (r, false));
+        r
+    }
+
+    fn update_edge(&mut self, e: u32, f: impl FnOnce(&mut EdgeRec)) {
+        if self.edges.has(e as usize) {
+            f(self.edges.at_mut(e as usize));
+            return;
+        }
+        self.fault_edge(e);
+        let sp = self.spill.as_ref().expect("a spill");
+        let mut cold = sp.cold_edges.lock().expect("the cold cache");
+        let c = cold.get_mut(&e).expect("faulted in");
+        f(&mut c.0);
+        c.1 = true;
     }
 
     pub fn n_claims(&self) -> usize {
@@ -619,12 +833,19 @@ impl Store {
         }
         self.fault(i);
         let sp = self.spill.as_ref().expect("a spill");
-        let id = sp.cold.lock().expect("the cold cache").get(&i).expect("faulted in").id.clone();
+        let id = sp
+            .cold
+            .lock()
+            .expect("the cold cache")
+            .get(&i)
+            .expect("faulted in")
+            .id
+            .clone();
         Cow::Owned(id)
     }
 
-    pub fn claim_key(&self, i: u32) -> &str {
-        self.keys.get(self.claim(i).key)
+    pub fn claim_key(&self, i: u32) -> Cow<'_, str> {
+        self.key_text(self.claim(i).key)
     }
 
     pub fn claim_agent(&self, i: u32) -> &str {
@@ -663,8 +884,8 @@ impl Store {
 
     /// The edge row of an edge key, if it has one.
     pub fn edge_index(&self, key: &str) -> Option<u32> {
-        let k = self.keys.find(key)?;
-        let e = *self.edge_of_key.at(k as usize);
+        let k = self.key_index(key)?;
+        let e = self.edge_of(k);
         if e == NONE {
             None
         } else {
@@ -672,16 +893,20 @@ impl Store {
         }
     }
 
-    pub fn edge(&self, e: u32) -> &EdgeRec {
-        self.edges.at(e as usize)
+    pub fn edge(&self, e: u32) -> EdgeRec {
+        if self.edges.has(e as usize) {
+            *self.edges.at(e as usize)
+        } else {
+            self.fault_edge(e)
+        }
     }
 
-    pub fn edge_key(&self, e: u32) -> &str {
-        self.keys.get(self.edge(e).key)
+    pub fn edge_key(&self, e: u32) -> Cow<'_, str> {
+        self.key_text(self.edge(e).key)
     }
 
     pub fn set_changed(&mut self, e: u32, v: i64) {
-        self.edges.at_mut(e as usize).changed = v;
+        self.update_edge(e, |r| r.changed = v);
     }
 
     pub fn visible(&self, e: u32) -> Vec<u32> {
@@ -747,7 +972,7 @@ impl Store {
                 LIST | slot
             }
         };
-        self.edges.at_mut(e as usize).vis = v;
+        self.update_edge(e, |r| r.vis = v);
     }
 
     pub fn set_withheld(&mut self, e: u32, ids: Vec<u32>) {
@@ -761,7 +986,7 @@ impl Store {
     /// The edge row of ``key``, added (empty, changed -1) if it has none.
     pub fn ensure_edge(&mut self, key: &str) -> PyResult<u32> {
         let k = self.intern_key(key)?;
-        let e = *self.edge_of_key.at(k as usize);
+        let e = self.edge_of(k);
         if e != NONE {
             return Ok(e);
         }
@@ -774,15 +999,17 @@ impl Store {
             key: k,
             vis: NONE,
         });
-        *self.edge_of_key.at_mut(k as usize) = e;
+        self.set_edge_of(k, e);
+        self.maybe_spill()?;
         Ok(e)
     }
 
     fn intern_key(&mut self, key: &str) -> PyResult<u32> {
-        let k = self.keys.intern(key)?;
-        if k as usize == self.edge_of_key.len() {
-            self.edge_of_key.push(NONE);
+        if let Some(k) = self.key_index(key) {
+            return Ok(k);
         }
+        let k = self.keys.push(key)?;
+        self.edge_of_key.push(NONE);
         Ok(k)
     }
 
@@ -903,14 +1130,19 @@ impl Store {
                 db,
                 keep,
                 spilled: 0,
+                kspilled: 0,
+                espilled: 0,
                 cold: Mutex::new(HashMap::new()),
                 cold_ids: Mutex::new(HashMap::new()),
+                cold_keys: Mutex::new(HashMap::new()),
+                cold_key_ids: Mutex::new(HashMap::new()),
+                cold_edges: Mutex::new(HashMap::new()),
             }),
             ids: Interner::with_uuids(chunk_bits),
             claims: Seg::new(chunk_bits),
-            keys: Interner::new(CHUNK_BITS),
-            edge_of_key: Seg::new(CHUNK_BITS),
-            edges: Seg::new(CHUNK_BITS),
+            keys: Interner::new(chunk_bits),
+            edge_of_key: Seg::new(chunk_bits),
+            edges: Seg::new(chunk_bits),
             agents: Interner::new(CHUNK_BITS),
             conflict_ids: Interner::new(CHUNK_BITS),
             confs: Vec::new(),
@@ -996,7 +1228,7 @@ impl TableIter {
         }
         self.at += 1;
         let key = if edges {
-            Cow::Borrowed(st.edge_key(i))
+            st.edge_key(i)
         } else {
             st.claim_id(i)
         };
@@ -1058,7 +1290,12 @@ impl ClaimMap {
         let Ok(s) = k.downcast::<PyString>() else {
             return Ok(false);
         };
-        Ok(self.store.bind(py).borrow().claim_index(s.to_str()?).is_some())
+        Ok(self
+            .store
+            .bind(py)
+            .borrow()
+            .claim_index(s.to_str()?)
+            .is_some())
     }
 
     fn __getitem__(&self, py: Python<'_>, k: &Bound<'_, PyAny>) -> PyResult<ClaimRef> {
@@ -1221,7 +1458,7 @@ impl EdgeMap {
 impl ClaimRef {
     #[getter]
     fn edge<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
-        PyString::new(py, self.store.bind(py).borrow().claim_key(self.i))
+        PyString::new(py, &self.store.bind(py).borrow().claim_key(self.i))
     }
 
     #[getter]
