@@ -60,6 +60,7 @@ def test_an_embedded_graph_runs_with_its_claims_spilled(
             state = runtime.state
             store = state.claims.store
             assert store.spilled() >= len(state.claims) - 4
+            assert store.spilled_edges() >= len(state.edges) - 4
             py = GraphState(GRAPH, native_tables=False)
             logged = g.logs.decisions.read(0, len(s.records))
             for i, rec in enumerate(g.logs.commands.read(0, len(s.records))):

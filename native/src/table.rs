@@ -1154,6 +1154,13 @@ impl Store {
         })
     }
 
+    /// Edges in the spill (not in memory).
+    fn spilled_edges(&self) -> usize {
+        self.spill
+            .as_ref()
+            .map_or(0, |sp| sp.espilled << self.edges.bits)
+    }
+
     /// Claims in the spill (not in memory).
     fn spilled(&self) -> usize {
         self.spill
