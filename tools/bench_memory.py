@@ -23,7 +23,8 @@ Each run is a fresh interpreter (a child process) that
    ``closed``: the interpreter and the fold state, still referenced;
 5. drops the graph and its state (``gc.unfreeze()``, ``gc.collect()``, ``malloc_trim``) ->
    RSS ``dropped``. ``closed - dropped`` is what the fold state held and gave back: a lower
-   bound on its share (a heap page with one live object stays resident).
+   bound on its share (CPython frees an allocator arena only when every object in it is
+   gone). ``closed - opened`` is the state with the heap around it, RocksDB gone.
 
 The child's peak RSS is the parent's ``os.wait4`` of it (``ru_maxrss``). Slope: (median peak
 RSS at the largest N - at the smallest N) / (difference in N), the same from the RSS after
@@ -284,7 +285,7 @@ def report(r: dict[str, Any]) -> str:
         f"MiB, min / median / max of {k} run{'s' if k != 1 else ''} per size:",
         "",
         "| commands | claims in state | edges in state | peak RSS | after open (baseline) "
-        "| after ingest | ingest − open | closed + trimmed | held by the state ¹ "
+        "| after ingest | ingest − open | RocksDB closed, heap trimmed | given back by the state ¹ "
         "| RocksDB after ingest ² |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -320,7 +321,8 @@ def report(r: dict[str, Any]) -> str:
         "",
         "¹ RSS with the graph closed and the C heap trimmed, minus RSS after the graph and its "
         "fold state were dropped (`gc.collect()`, `malloc_trim`): what the state gave back, a "
-        "lower bound on what it held (a page with one live object stays resident). "
+        "lower bound on what it held: CPython's allocator returns an arena (1 MiB on 3.11) only "
+        "once every object in it is gone, so a few survivors keep whole arenas resident. "
         "² memtables + block cache + table readers, both databases, from RocksDB's properties.",
         "",
         "| target (issue #15) | measured | target | result |",
