@@ -71,3 +71,6 @@ def test_memory_benchmark_writes_its_section_with_measured_figures(tmp_path: Pat
     assert int(slope.group(1).replace(",", "")) > 0
     assert slope.group(2) in ("**PASS**", "**FAIL**")
     assert "| peak RSS at 1,000,000 claims | not measured" in section  # not judged at 4,000
+    walk = re.search(r"fold state after 2,000 commands .*\*\*([\d.,]+) MiB, ([\d,]+) B", section)
+    assert walk is not None, section
+    assert float(walk.group(1)) > 0 and int(walk.group(2).replace(",", "")) > 0
