@@ -15,8 +15,11 @@ conflict ids and confidences stay in memory.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import shutil
+import sys
 import tempfile
 import weakref
 from dataclasses import dataclass
@@ -74,6 +77,26 @@ def configure(config: SpillConfig | None) -> None:
     _CONFIG[:] = [config]
 
 
+_M_MMAP_THRESHOLD = -3
+_MMAP: list[bool] = []
+
+
+def _give_back_freed_chunks() -> None:
+    """glibc: allocations of 1 MiB and more are mapped and unmapped on their own.
+
+    By default glibc raises its mmap threshold each time a mapped block is freed, so once the
+    spill frees its first chunks (2 MiB each), later chunks come from the heap and freeing
+    them gives nothing back to the system: the spill would lower the state's size but not the
+    process's RSS. Fixing the threshold (once, process-wide, only when a spill is configured)
+    keeps chunks mapped, so a spilled chunk's memory is returned.
+    """
+    if _MMAP or not sys.platform.startswith("linux"):
+        return
+    _MMAP.append(True)
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: its allocator as it is
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 1 << 20)
+
+
 def _remove(db: Rdict, path: str) -> None:
     db.close()
     shutil.rmtree(path, ignore_errors=True)
@@ -83,6 +106,7 @@ class SpillDB:
     """The scratch RocksDB of one table store: ``get(key)`` and ``put([(key, value), ...])``."""
 
     def __init__(self, config: SpillConfig) -> None:
+        _give_back_freed_chunks()
         base = os.environ.get("CLAIMGRAPH_STATE_SPILL_DIR") or None
         self.path = tempfile.mkdtemp(prefix="claimgraph-state-", dir=base)
         opts = Options(raw_mode=True)
