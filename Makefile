@@ -74,6 +74,7 @@ bench: $(STAMP) $(NATIVE_STAMP) kafka-fetch
 	$(BIN)/python tools/bench_wrk.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_native.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_memory.py --out BENCHMARKS.md
+	$(BIN)/python tools/bench_memory.py --spill 131072 --runs 1 --out BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench-data test-artifacts

@@ -74,3 +74,20 @@ def test_memory_benchmark_writes_its_section_with_measured_figures(tmp_path: Pat
     walk = re.search(r"fold state after 2,000 commands .*\*\*([\d.,]+) MiB, ([\d,]+) B", section)
     assert walk is not None, section
     assert float(walk.group(1)) > 0 and int(walk.group(2).replace(",", "")) > 0
+
+
+def test_the_spill_run_writes_a_section_of_its_own(tmp_path: Path) -> None:
+    """``--spill N``: the children run with ``CLAIMGRAPH_STATE_CLAIMS=N``, the report says so,
+    and it goes to its own section, leaving the in-memory run's section as it was."""
+    report = tmp_path / "BENCHMARKS.md"
+    mine = "<!-- memory-benchmarks -->\n## the in-memory run\nkept\n"
+    report.write_text("# head\n\n" + mine, encoding="utf-8")
+    cmd = [sys.executable, str(ROOT / "tools" / "bench_memory.py"), "--sizes", "2000,4000",
+           "--runs", "1", "--data-dir", str(tmp_path / "data"), "--out", str(report),
+           "--spill", "1000"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = report.read_text(encoding="utf-8")
+    assert text.startswith("# head\n\n" + mine)
+    section = text.split("<!-- memory-spill-benchmarks -->\n", 1)[1]
+    assert "spilled beyond 1,000 claims (`CLAIMGRAPH_STATE_CLAIMS`)" in section
