@@ -25,6 +25,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 pub const NONE: u32 = u32::MAX;
+const TOMB: u8 = 1; // an index slot whose entry was dropped (empty: 0, live: 0x80 | hash bits)
 const LIST: u32 = 1 << 31; // an edge's visible claims held in a side list
 const MAX_ITEMS: usize = (LIST - 1) as usize;
 const NO_BASED: i64 = i64::MIN;
@@ -105,7 +106,8 @@ pub struct Interner {
     // canonical lowercase UUIDs stored as their 16 bytes (after the marker 0x80 0x00, which is
     // no length's varint): claim ids are mostly UUIDs, 37 bytes each otherwise
     uuids: bool,
-    live: usize, // entries in memory (indexed)
+    live: usize,  // entries in memory (indexed)
+    tombs: usize, // index slots of dropped entries (probes pass them)
 }
 
 /// The 16 bytes of a canonical lowercase UUID string (8-4-4-4-12 hex digits), else None.
@@ -171,6 +173,7 @@ impl Interner {
             rs: RandomState::new(),
             uuids: false,
             live: 0,
+            tombs: 0,
         }
     }
 
@@ -186,12 +189,30 @@ impl Interner {
     }
 
     /// Drop the entries of chunk ``c`` and their strings (the caller saved them).
+    /// Their index slots become tombstones (found by hashing each once: O(chunk), not
+    /// O(entries in memory)); the index is rebuilt when tombstones and entries fill it.
     fn drop_chunk(&mut self, c: usize) {
         let n = self.starts.chunks[c].len();
+        let lo = (c << self.starts.bits) as u32;
+        let len = self.slots.len();
+        for i in lo..lo + n as u32 {
+            let h = self.hash(self.text(i).as_bytes());
+            let mut pos = self.home(h);
+            while self.slots[pos] != i || self.tags[pos] < 0x80 {
+                pos += 1;
+                if pos == len {
+                    pos = 0;
+                }
+            }
+            self.tags[pos] = TOMB;
+            self.tombs += 1;
+        }
         self.starts.drop_chunk(c);
         self.chunks[c] = Vec::new();
         self.live -= n;
-        self.reindex(self.slots.len());
+        if (self.live + self.tombs) * 5 > self.slots.len() * 4 {
+            self.reindex(self.slots.len());
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -278,23 +299,33 @@ impl Interner {
     fn place(&mut self, h: u64, i: u32) {
         let n = self.slots.len();
         let mut pos = self.home(h);
-        while self.tags[pos] != 0 {
+        while self.tags[pos] >= 0x80 {
             pos += 1;
             if pos == n {
                 pos = 0;
             }
         }
+        if self.tags[pos] == TOMB {
+            self.tombs -= 1;
+        }
         self.slots[pos] = i;
         self.tags[pos] = (h >> 57) as u8 | 0x80;
     }
 
+    /// More room: a bigger index, or (mostly tombstones) the same size rebuilt.
     fn grow(&mut self) {
-        self.reindex(self.slots.len() + self.slots.len() / 2);
+        let cap = self.slots.len();
+        if (self.live + 1) * 5 > cap * 2 {
+            self.reindex(cap + cap / 2);
+        } else {
+            self.reindex(cap);
+        }
     }
 
     fn reindex(&mut self, cap: usize) {
         self.slots = vec![NONE; cap];
         self.tags = vec![0; cap];
+        self.tombs = 0;
         for i in 0..self.len() as u32 {
             if self.has(i) {
                 let h = self.hash(self.text(i).as_bytes());
@@ -316,7 +347,7 @@ impl Interner {
         if self.len() >= MAX_ITEMS {
             return Err(full());
         }
-        if (self.live + 1) * 5 > self.slots.len() * 4 {
+        if (self.live + self.tombs + 1) * 5 > self.slots.len() * 4 {
             self.grow();
         }
         if self.len() % (1 << self.starts.bits) == 0 {
