@@ -16,7 +16,7 @@ use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyList, PySet, PyString, PyTuple
 
 use crate::avro::Codec;
 use crate::sha256::{hex, sha256};
-use crate::table::{ClaimMap, Store};
+use crate::table::{store_of, Store};
 
 /// Why the native path handed a command to Python.
 pub struct Decline(pub &'static str);
@@ -224,14 +224,7 @@ impl Hot {
             .decode_bytes(py, raw, 10)
             .map_err(|_| Decline("decode"))?;
         let c = dict(c.into_bound(py))?;
-        let store = state
-            .getattr(intern!(py, "claims"))?
-            .downcast_into::<ClaimMap>()
-            .map_err(|_| Decline("tables"))?
-            .get()
-            .store
-            .bind(py)
-            .clone();
+        let store = store_of(state)?;
         let st = St {
             state: state.clone(),
             store,

@@ -14,7 +14,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyType};
 
 use crate::decide::Decline;
 use crate::sha256::sha256;
-use crate::table::{ClaimMap, Store};
+use crate::table::{store_of, Store};
 
 type D<T> = Result<T, Decline>;
 
@@ -339,14 +339,7 @@ impl Fold {
         {
             return Err(Decline("effects"));
         }
-        let store = state
-            .getattr(intern!(py, "claims"))?
-            .downcast_into::<ClaimMap>()
-            .map_err(|_| Decline("tables"))?
-            .get()
-            .store
-            .bind(py)
-            .clone();
+        let store = store_of(state)?;
         let mut run = Run {
             py,
             state: state.clone(),

@@ -15,7 +15,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyT
 use std::collections::HashMap;
 
 use crate::decide::Decline;
-use crate::table::{ClaimMap, Store};
+use crate::table::{store_of, Store};
 
 type D<T> = Result<T, Decline>;
 
@@ -489,14 +489,7 @@ impl<'py> Stage<'py> {
         Ok(Stage {
             py,
             state: state.clone(),
-            store: state
-                .getattr(intern!(py, "claims"))?
-                .downcast_into::<ClaimMap>()
-                .map_err(|_| Decline("tables"))?
-                .get()
-                .store
-                .bind(py)
-                .clone(),
+            store: store_of(state)?,
             slot_conflict: dict(state.getattr(intern!(py, "slot_conflict"))?)?,
             sides: dict(state.getattr(intern!(py, "_sides"))?)?,
             staged: dict(projector.getattr(intern!(py, "_staged_records"))?)?,

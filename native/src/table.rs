@@ -24,6 +24,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
+use crate::decide::Decline;
+
 pub const NONE: u32 = u32::MAX;
 const TOMB: u8 = 1; // an index slot whose entry was dropped (empty: 0, live: 0x80 | hash bits)
 const LIST: u32 = 1 << 31; // an edge's visible claims held in a side list
@@ -1136,6 +1138,19 @@ impl Store {
                 .map(|l| l.capacity() * 4 + 24)
                 .sum::<usize>()
     }
+}
+
+/// The native tables of a ``GraphState`` (a decline when it keeps Python dicts).
+pub fn store_of<'py>(state: &Bound<'py, PyAny>) -> Result<Bound<'py, Store>, Decline> {
+    let py = state.py();
+    Ok(state
+        .getattr(intern!(py, "claims"))?
+        .downcast_into::<ClaimMap>()
+        .map_err(|_| Decline("tables"))?
+        .get()
+        .store
+        .bind(py)
+        .clone())
 }
 
 fn key_str<'a>(k: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
