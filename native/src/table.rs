@@ -1,9 +1,12 @@
 //! The fold's claims and edges off the Python heap (``GraphState.claims`` / ``.edges``).
 //!
 //! A :class:`Store` keeps every claim and edge the fold knows in flat native tables: strings
-//! (claim ids, edge keys, agents, conflict ids) live once each in append-only arenas with an
-//! open-addressing index, a claim is a 40-byte record, an edge a 24-byte one whose visible and
-//! withheld claims are claim indexes (one inline, more in a side list). Python sees the tables
+//! (claim ids, edge keys, agents, conflict ids) live once each in chunk-aligned arenas with an
+//! open-addressing index (canonical UUID ids as 16 bytes), a claim is a 32-byte record, an edge
+//! a 16-byte one whose visible claims are claim indexes (one inline, more in a side list);
+//! withheld lists and conflicts, rare, are side maps. With a spill (``claimgraph.native.spill``)
+//! the oldest chunks of claims, edge keys and edges move to a scratch RocksDB and are read
+//! back on use into bounded cold caches. Python sees the tables
 //! through ``ClaimMap`` / ``EdgeMap``: mappings in insertion order, like the dicts they
 //! replace, whose items are write-through views (``ClaimRef``, ``EdgeRef``) with the
 //! attributes of ``ClaimState`` / ``EdgeState``. Nothing is ever removed (the fold only adds
