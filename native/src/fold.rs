@@ -418,6 +418,7 @@ impl Fold {
                 let ts: i64 = item(&c, intern!(py, "asserted_at"))?.extract()?;
                 let based: Option<i64> = item(&c, intern!(py, "based_on_version"))?.extract()?;
                 let ci = run.store.borrow_mut().put_claim(
+                    true, // "known" was declined above: the id is new
                     &id,
                     &key,
                     agent.to_str()?,

@@ -1060,10 +1060,13 @@ impl Store {
         i
     }
 
-    /// Add a claim, or overwrite it in place (a dict keeps a key's position).
+    /// Add a claim, or overwrite it in place (a dict keeps a key's position). ``new``: the
+    /// caller has just looked the id up and not found it (the native fold), so it is not looked
+    /// up again (with a spill, that lookup is a RocksDB read).
     #[allow(clippy::too_many_arguments)]
     pub fn put_claim(
         &mut self,
+        new: bool,
         id: &str,
         key: &str,
         agent: &str,
@@ -1086,7 +1089,7 @@ impl Store {
             status,
             asserts,
         };
-        let i = match self.claim_index(id) {
+        let i = match if new { None } else { self.claim_index(id) } {
             Some(i) => {
                 self.update(i, |r| *r = rec);
                 i
@@ -1391,6 +1394,7 @@ impl ClaimMap {
         let conf: f64 = v.getattr(intern!(py, "conf"))?.extract()?;
         let based: Option<i64> = v.getattr(intern!(py, "based"))?.extract()?;
         self.store.bind(py).borrow_mut().put_claim(
+            false,
             id,
             &edge,
             &agent,
