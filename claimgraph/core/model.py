@@ -207,6 +207,9 @@ LIMITS = {
     # sets max.message.bytes to this on the commands topic and to twice this on the decisions
     # topic, so every decision (with its key and the batch framing) is accepted.
     "decision_bytes": 1024 * 1024,
+    # Every time a command carries (asserted_at, expires_at, ...), in ms since the epoch: the
+    # last millisecond of year 9999, which every formatter and both cores can represent.
+    "time_max": 253_402_300_799_999,
 }
 
 
