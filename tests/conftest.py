@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # a real Kafka broker (KRaft) for the Kafka suite; the HTTP app and the SDK's two transports
 pytest_plugins = ["tests.kafka_fixtures", "tests.http_fixtures"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` (long soaks) run only with ``SLOW=1`` (``make bench`` sets it)."""
+    if os.environ.get("SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="a long soak: run with SLOW=1 (make bench does)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
 
 SCHEMA = """
 principals:

@@ -224,6 +224,7 @@ def test_sdk_raises_the_family_the_server_answered(
 # control-flow signals that never leave their module, and the Avro codec's own errors
 NOT_IN_THE_TREE = {
     "claimgraph.core.governor.base.Refusal",
+    "claimgraph.core.governor.base.RuleFailed",
     "claimgraph.streams.kafka._Stuck",
     "claimgraph.core.rules._OverBudget",
     "claimgraph.core.avro.varints.AvroDecodeError",
@@ -256,6 +257,12 @@ EDGES = {
     ("streams/kafka.py", "_bounded.run"),
     # the thin GET path answers before FastAPI's handlers: a bug is problem+json, as they do
     ("http/thin.py", "ThinReads.__call__"),
+    # the total governor: a rule's unexpected exception becomes a recorded internal_error
+    ("core/governor/__init__.py", "decide"),
+    ("core/governor/__init__.py", "decide_command"),
+    ("core/governor/__init__.py", "_internal_error"),
+    # a bug in the HTTP app answers problem+json and keeps the connection (Bugs' docstring)
+    ("http/middleware.py", "Bugs.__call__"),
 }
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import claimgraph
+from claimgraph.errors import InputError
 from claimgraph.service.graph import Graph
 from tests.conftest import SCHEMA
 
@@ -346,24 +349,49 @@ def test_duplicate_command_id_is_rejected_once_more(graph: Graph) -> None:
     assert graph.claim_info("c-1") is not None and a.kind == "accepted"
 
 
+def _raw_claim(cid: str, **fields: object) -> dict[str, object]:
+    """A claim command as a raw record carries it (the keyword API refuses bad values first)."""
+    return {
+        "type": "claim", "command_id": cid, "graph": "test", "agent": "inventory",
+        "task": "", "run_id": None, "edge_type": "depends_on", "subject_type": "service",
+        "subject_id": "a", "object_type": "service", "object_id": "b", "polarity": "assert",
+        "confidence": 1.0, "evidence": [], "reasoning": "", "asserted_at": 1,
+        "based_on_version": None, "properties": {}, **fields,
+    }  # fmt: skip
+
+
 def test_invalid_fields_are_rejected_with_codes(graph: Graph) -> None:
-    """Out-of-range confidence, control characters and oversized fields are rejected."""
-    r = graph.assert_("depends_on", "service:a", "service:b", agent="inventory", confidence=1.5)
-    assert r.reason == "invalid_field"
-    r = graph.assert_("depends_on", "service:a\x1fx", "service:b", agent="inventory")
-    assert r.reason == "invalid_id"
-    r = graph.assert_("depends_on", "service:" + "x" * 300, "service:b", agent="inventory")
-    assert r.reason == "field_too_large"
-    r = graph.assert_(
-        "depends_on", "service:a", "service:b", agent="inventory", reasoning="x" * 20000
-    )
-    assert r.reason == "field_too_large"
-    r = graph.assert_(
-        "depends_on", "service:a", "service:b", agent="inventory", evidence=["e"] * 65
-    )
-    assert r.reason == "field_too_large"
-    assert graph.head() == 5  # five rejections recorded, one version each
+    """Out-of-range confidence, control characters and oversized fields in records are
+    rejected, recorded, naming the field."""
+    cases = [
+        ({"confidence": 1.5}, "invalid_field", "confidence"),
+        ({"subject_id": "a\x1fx"}, "invalid_id", "subject_id"),
+        ({"subject_id": "x" * 300}, "field_too_large", "subject_id"),
+        ({"reasoning": "x" * 20000}, "field_too_large", "reasoning"),
+        ({"evidence": ["e"] * 65}, "field_too_large", "evidence"),
+        ({"asserted_at": 253_402_300_800_000}, "invalid_field", "asserted_at"),
+    ]
+    receipts = graph.submit([_raw_claim(f"bad{i}", **f) for i, (f, _, _) in enumerate(cases)])  # type: ignore[misc]
+    for r, (_, reason, field) in zip(receipts, cases, strict=True):
+        assert (r.reason, r.decision["detail"].split()[0]) == (reason, field)
+    assert graph.head() == len(cases)  # one rejection recorded per command, one version each
     assert graph.neighbors("service:a") == []
+
+
+def test_the_keyword_api_refuses_a_field_outside_its_domain(graph: Graph) -> None:
+    """The builders every surface calls check the declared domain before anything is sent:
+    InputError naming the field and the bound, nothing recorded."""
+    head = graph.head()
+    for kwargs, field in (
+        ({"confidence": 1.5}, "confidence"),
+        ({"reasoning": "x" * 20000}, "reasoning"),
+        ({"asserted_at": 253_402_300_800_000}, "asserted_at"),
+    ):
+        with pytest.raises(InputError, match=field):
+            graph.assert_("depends_on", "service:a", "service:b", agent="inventory", **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="subject_id has 300 characters; at most 256"):
+        graph.assert_("depends_on", "service:" + "x" * 300, "service:b", agent="inventory")
+    assert graph.head() == head
 
 
 def test_wrong_graph_is_rejected(graph: Graph) -> None:

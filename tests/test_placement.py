@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from claimgraph.core.chain import command_digest
 from claimgraph.core.governor import decide
 from claimgraph.core.governor.placement import BAD_KEY, UNKEYED, _bound
+from claimgraph.core.governor.revisions import CURRENT
 from claimgraph.core.model import LIMITS, Decision
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import encode_command, encode_decision
@@ -189,7 +190,7 @@ def test_a_decision_over_the_bound_is_a_too_large_rejection_that_keeps_the_chain
     assert len(raw) <= LIMITS["decision_bytes"]
     assert "would have been rejected field_too_large" in d["detail"]
     assert (d["command_sha256"], d["prev_hash"]) == (command_digest(data), chain_before)
-    assert (d["command_id"], d["command_type"], d["rules"]) == ("big", "claim", 2)
+    assert (d["command_id"], d["command_type"], d["rules"]) == ("big", "claim", CURRENT)
     assert len(d["agent"]) == LIMITS["id"] and d["agent"].endswith("…")
     assert p.decide(_claim("refunds", "c2"))["reason"] == "new"
 

@@ -61,18 +61,19 @@ def test_a_log_written_by_main_reads_verifies_and_audits(name: str, tmp_path: Pa
 
 
 def test_an_upgrade_starts_the_chain_over_the_old_log(tmp_path: Path) -> None:
-    """upgrade_rules by an admin moves to revision 2; its decision anchors every older one."""
+    """upgrade_rules by an admin moves to the newest revision; its decision anchors every
+    older one."""
     with claimgraph.open(restore(tmp_path / "g", "inventory")) as g:
         assert g.upgrade_rules(CURRENT, agent="inventory-agent").reason == "not_admin"
         assert g.upgrade_rules(CURRENT + 1, agent="platform-admin").reason == "invalid_field"
         before = _chain(g)
         up = g.upgrade_rules(CURRENT, agent="platform-admin")
-        assert (up.kind, up.reason, up.decision["rules"]) == ("accepted", "rules_upgraded", 2)
+        assert (up.kind, up.reason, up.decision["rules"]) == ("accepted", "rules_upgraded", CURRENT)
         assert up.decision["prev_hash"] == before.hex()
         cmd = g.logs.commands.get(up.position)
         assert cmd is not None and up.decision["command_sha256"] == command_digest(cmd.value)
         r = g.assert_("depends_on", "service:p", "service:q", agent="inventory-agent", task=TASK)
-        assert (r.kind, r.decision["rules"]) == ("accepted", 2)
+        assert (r.kind, r.decision["rules"]) == ("accepted", CURRENT)
         assert r.decision["prev_hash"] == _chain_upto(g, r.version)
         again = g.upgrade_rules(CURRENT, agent="platform-admin")
         assert again.reason == "invalid_field"  # no downgrade, no repeat

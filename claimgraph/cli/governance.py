@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from claimgraph.cli.common import emit, graph_session, print_receipt, say
+from claimgraph.core.commands import cut
 from claimgraph.errors import InputError, NotFoundError
 
 __all__ = ["register", "resolvers_app"]
@@ -33,7 +34,7 @@ def _duration_s(text: str) -> float:
         return float(text)
     ms = duration_ms(text)
     if ms is None:
-        raise InputError(f"{text!r} is not a duration: expected e.g. 500ms, 10s, 5m")
+        raise InputError(f"{cut(text)} is not a duration: expected e.g. 500ms, 10s, 5m")
     return ms / 1000
 
 
@@ -99,7 +100,7 @@ def escalations_cmd(
         if conflict_id is not None:
             p = g.escalation(conflict_id, at=version)
             if p is None:
-                raise NotFoundError(f"no conflict {conflict_id!r} at version {version}")
+                raise NotFoundError(f"no conflict {cut(conflict_id)} at version {version}")
             if as_json:
                 emit(p)
             else:
@@ -263,7 +264,9 @@ def calibration_cmd(
         schema = g.reader.schema(version)
         et = schema.edge_types.get(edge_type) if schema else None
         if et is None:
-            raise InputError(f"edge type {edge_type!r} is not in the schema at version {version}")
+            raise InputError(
+                f"edge type {cut(edge_type)} is not in the schema at version {version}"
+            )
         rec = g.calibration(edge_type, at=version)
         rows = [
             {

@@ -20,6 +20,7 @@ from claimgraph.cli.common import (
     progress,
 )
 from claimgraph.cli.kafka import audit_kafka, verify_kafka
+from claimgraph.core.commands import cut
 from claimgraph.errors import ConfigError, InputError, NotFoundError
 
 # -- reads ------------------------------------------------------------------------------------
@@ -96,7 +97,7 @@ def _ms(value: str | None) -> int | None:
     try:
         return to_millis(int(value) if value.isdigit() else value)
     except ValueError as exc:
-        raise InputError(f"{value!r} is not a time: {exc}") from None
+        raise InputError(f"{cut(value)} is not a time: {exc}") from None
 
 
 @app.command()
@@ -229,7 +230,7 @@ def claim_show(
         version = g.head() if at is None else at
         info = g.claim_info(claim_id, at=version)
         if info is None:
-            raise NotFoundError(f"no claim {claim_id!r} at version {version}")
+            raise NotFoundError(f"no claim {cut(claim_id)} at version {version}")
         if as_json:
             emit(info)
             return
@@ -383,4 +384,4 @@ def demo(
             into or Path("./claimgraph-demo-refunds"), say=lambda s: out.print(s, markup=False)
         )
     else:
-        raise InputError(f"unknown scenario {scenario!r}; expected inventory or refunds")
+        raise InputError(f"unknown scenario {cut(scenario)}; expected inventory or refunds")

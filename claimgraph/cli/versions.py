@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from claimgraph.cli.common import CTX, emit, graph_session, print_receipt, progress, say
+from claimgraph.core.commands import cut
 from claimgraph.errors import ConfigError, NotFoundError, StorageError
 
 __all__ = ["register"]
@@ -181,7 +182,7 @@ def pin_remove(pin_id: Annotated[str, typer.Argument(help="The pin's id.")]) -> 
     from claimgraph.projections.retention import PinRegistry
 
     if not PinRegistry(_data()).unpin(pin_id):
-        raise NotFoundError(f"no live pin {pin_id!r}")
+        raise NotFoundError(f"no live pin {cut(pin_id)}")
     say(f"unpinned {pin_id}")
 
 

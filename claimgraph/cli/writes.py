@@ -28,8 +28,9 @@ from claimgraph.cli.common import (
     schema_app,
     when,
 )
+from claimgraph.core.commands import cut
 from claimgraph.core.schema import fail_closed_warnings
-from claimgraph.errors import InputError, NotFoundError
+from claimgraph.errors import ClaimgraphError, InputError, NotFoundError
 from claimgraph.service.attached import local_graph
 from claimgraph.service.bounded import INPUT_LIMITS, InputLimits
 from claimgraph.service.graph import Graph
@@ -129,7 +130,8 @@ def submit(
     limits = InputLimits(max_line=max_line, max_depth=max_depth)
     stream = sys.stdin.buffer if file == "-" else open(file, "rb")  # noqa: SIM115
     total = _size_of(stream)
-    rejected = blank = 0
+    rejected = blank = decided = 0
+    first = 0  # the line number of the chunk's first command
     try:
         with graph_session() as g, progress("submit") as shown:
             chunk: list[bytes] = []
@@ -137,14 +139,25 @@ def submit(
                 if size <= max_line and not raw.strip():
                     blank += 1
                     continue
+                first = first or lineno
                 chunk.append(line_record(raw, lineno, g.name, agent, limits, size=size))
                 if len(chunk) >= batch:
                     rejected += _submit_chunk(g, chunk)
-                    chunk = []
+                    decided, chunk, first = decided + len(chunk), [], 0
                     if total:
                         shown(stream.tell(), total)
             if chunk:
                 rejected += _submit_chunk(g, chunk)
+                decided, chunk = decided + len(chunk), []
+    except ClaimgraphError:
+        if chunk:  # say where the file stopped: a write decides its whole chunk or none of it
+            err.print(
+                f"submit stopped at line {first}: its chunk of {len(chunk)} command(s) and "
+                f"every line after it were not decided; the {decided} command(s) before were "
+                "(their decisions are printed)",
+                markup=False,
+            )
+        raise
     finally:
         sys.stdout.flush()
         if stream is not sys.stdin.buffer:
@@ -202,7 +215,7 @@ def _claim_cmd(polarity: str) -> Callable[..., None]:
         for p in prop or []:
             k, sep, v = p.partition("=")
             if not sep:
-                raise InputError(f"--prop {p!r}: expected key=value")
+                raise InputError(f"--prop {cut(p)}: expected key=value")
             props[k] = v
         obj_json = {
             "type": polarity,

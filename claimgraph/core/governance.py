@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from claimgraph.core.model import Contribution, MergeRecord, Signal
 from claimgraph.core.schema import DecisionChecks, EdgeType
@@ -150,10 +149,27 @@ def majority(votes: Sequence[Vote]) -> tuple[str | None, dict[str, int]]:
 
 
 def iso_utc(ms: int) -> str:
-    """A log or event time as ISO 8601 UTC (deterministic: no local time zone)."""
-    secs, rem = divmod(ms, 1000)
-    stamp = datetime.fromtimestamp(secs, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{stamp}.{rem:03d}Z"
+    """A log or event time as ISO 8601 UTC (deterministic: no local time zone).
+
+    Total over every integer: a year outside 0000-9999 is written in ISO 8601's expanded form
+    (``+10000-01-01T00:00:00.000Z``, ``-0001-...``) instead of raising, as ``datetime`` does
+    past year 9999 — so a time an older rules revision accepted can always be formatted.
+    """
+    days, rem = divmod(ms, 86_400_000)
+    secs, frac = divmod(rem, 1000)
+    # civil_from_days (H. Hinnant): the proleptic Gregorian date of a day count
+    z = days + 719_468
+    era = z // 146_097
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    year = yoe + era * 400 + (month <= 2)
+    ymd = f"{year:04d}" if 0 <= year <= 9999 else f"{'+' if year > 0 else '-'}{abs(year):04d}"
+    hms = f"{secs // 3600:02d}:{secs % 3600 // 60:02d}:{secs % 60:02d}"
+    return f"{ymd}-{month:02d}-{day:02d}T{hms}.{frac:03d}Z"
 
 
 def _fmt_ms(ms: int) -> str:

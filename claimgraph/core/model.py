@@ -12,7 +12,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Literal, NotRequired, TypedDict
 
-from claimgraph.core.commands import COMMAND_TYPES
+from claimgraph.core.commands import COMMAND_TYPES, LIMITS
 
 __all__ = [
     "COMMAND_TYPES",
@@ -188,29 +188,9 @@ class Reason(StrEnum):
     PLACED = "placed"  # a place record: the graph lives on this partition from here on
     MISROUTED = "misrouted"  # rules >= 2: the graph is not placed on this partition
     TOO_LARGE = "too_large"  # rules >= 2: the decision would exceed LIMITS["decision_bytes"]
-
-
-# Bounds on what one command may carry; the edge (pydantic) and the governor both enforce them.
-LIMITS = {
-    "id": 256,  # ids, names, agents, tasks, node and edge type names
-    "evidence_items": 64,
-    "evidence_item": 1024,
-    "reasoning": 16 * 1024,
-    "properties": 64,  # entries
-    "property_value": 4096,
-    "document": 256 * 1024,  # a graph schema document
-    "detail": 4096,
-    "raw": 64 * 1024,  # bytes kept of an invalid input
-    "exits": 1000,  # conflicts one tick may let out of quarantine (the rest: next tick)
-    # The encoded size of one decision record. Under rules revision 2 a decision that would be
-    # larger is replaced by a ``rejected``/``too_large`` one (core.governor). ``kafka init``
-    # sets max.message.bytes to this on the commands topic and to twice this on the decisions
-    # topic, so every decision (with its key and the batch framing) is accepted.
-    "decision_bytes": 1024 * 1024,
-    # Every time a command carries (asserted_at, expires_at, ...), in ms since the epoch: the
-    # last millisecond of year 9999, which every formatter and both cores can represent.
-    "time_max": 253_402_300_799_999,
-}
+    # a total governor (rules >= 3 records it; a raise under an older revision too, see
+    # core.governor): a rule failed unexpectedly, the command changed nothing
+    INTERNAL_ERROR = "internal_error"
 
 
 class _Envelope(TypedDict):

@@ -14,10 +14,11 @@ from typing import Annotated, Any, Literal, Union
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from claimgraph.core.commands import I64
 from claimgraph.core.model import LIMITS
 from claimgraph.http.problems import PROBLEM
 from claimgraph.service.api import node
-from claimgraph.service.inputs import I64, now_millis
+from claimgraph.service.inputs import declared, now_millis
 
 __all__ = [
     "BATCH_ITEMS",
@@ -111,7 +112,7 @@ class ClaimIn(In):
         default_factory=list, max_length=LIMITS["evidence_items"]
     )
     reasoning: Text = ""
-    asserted_at: int | None = Field(None, ge=0, le=I64)
+    asserted_at: Annotated[int, declared("claim", "asserted_at")] | None = None
     based_on_version: Version | None = None
     properties: dict[Id, Annotated[str, Field(max_length=LIMITS["property_value"])]] = Field(
         default_factory=dict, max_length=LIMITS["properties"]
@@ -150,32 +151,34 @@ class ResolveIn(In):
     winner: Id | None = Field(None, description="The winning claim id; null rejects every claim.")
     resolver: Id = "human"
     rationale: Text = ""
-    inputs: Text = Field("", description="JSON: what the resolver saw and decided on.")
+    inputs: Annotated[str, declared("resolve", "inputs")] = Field(
+        "", description="JSON: what the resolver saw and decided on."
+    )
 
 
 class EscalateIn(In):
     conflict_id: Id
-    reason: str = Field("", max_length=LIMITS["id"])
+    reason: Annotated[str, declared("escalate", "reason")] = ""
     resolver: Id = "human"
 
 
 class ReadBlockedIn(In):
     conflict_id: Id
-    count: int = Field(1, ge=1, le=1_000_000)
+    count: Annotated[int, declared("read_blocked", "count")] = 1
     run_id: Id | None = None
     pinned_version: Version = Field(-1, description="The reporting run's pinned version.")
 
 
 class SchemaIn(In):
-    document: str = Field(max_length=LIMITS["document"])
-    source: str = Field("<http>", max_length=LIMITS["id"])
+    document: Annotated[str, declared("publish_schema", "document")]
+    source: Annotated[str, declared("publish_schema", "source")] = "<http>"
 
 
 class GrantIn(In):
     grantee_agent: Id
     edge_type: Id
     grantee_task: Id = "*"
-    expires_at: int | None = Field(None, ge=0, le=I64)
+    expires_at: Annotated[int, declared("grant", "expires_at")] | None = None
 
 
 class RevokeIn(In):
@@ -201,11 +204,13 @@ class RevokeKeyIn(In):
 
 class EraseIn(In):
     claim_id: Id
-    reason: str = Field(max_length=LIMITS["detail"])
+    reason: Annotated[str, declared("erase", "reason")]
 
 
 class UpgradeRulesIn(In):
-    to: int = Field(ge=1, le=2**31 - 1, description="The rules revision to take effect.")
+    to: Annotated[int, declared("upgrade_rules", "to")] = Field(
+        description="The rules revision to take effect."
+    )
 
 
 # The body of each client command's route, keyed by command type (tested complete against

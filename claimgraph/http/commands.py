@@ -18,7 +18,7 @@ from typing import Any, cast
 from fastapi import APIRouter, Request
 
 from claimgraph.core.commands import CLIENT_COMMANDS, COMMANDS, CommandSpec, Sender
-from claimgraph.core.model import Command, Reason
+from claimgraph.core.model import LIMITS, Command, Reason
 from claimgraph.core.wire import encode_command
 from claimgraph.errors import InputError, LimitError
 from claimgraph.http.auth import Principal
@@ -26,6 +26,7 @@ from claimgraph.http.bodies import BODIES, PROBLEM_RESPONSES, BatchIn, BatchOut,
 from claimgraph.http.context import Context, clean, decision_json, receipt_json
 from claimgraph.http.problems import problem, status_for
 from claimgraph.service.api import Receipt
+from claimgraph.service.inputs import require_domain
 
 __all__ = ["router"]
 
@@ -62,13 +63,15 @@ def router(ctx: Context) -> APIRouter:
                 "agent": agent,
                 "task": clean(task),
                 "reason": reason.value,
-                "detail": detail,
+                "detail": detail[: LIMITS["detail"]],
                 "declared_agent": clean(declared or ""),
                 "refused_type": ctype,
             },
         )
 
-    def command_for(p: Principal | None, token: str | None, spec: CommandSpec, body: In) -> Command:
+    def command_for(
+        p: Principal | None, token: str | None, spec: CommandSpec, body: In, where: str = ""
+    ) -> Command:
         """The command a body makes as the token's principal, or the ``refused`` record."""
         ctype = spec.type
         declared, task = body.agent, body.task
@@ -101,7 +104,7 @@ def router(ctx: Context) -> APIRouter:
             return refused(
                 ctype, role[1], f"{p.agent!r} has no {role[0]} role", p.agent, declared, task
             )
-        return cast(
+        command = cast(
             Command,
             {
                 "type": ctype,
@@ -112,6 +115,8 @@ def router(ctx: Context) -> APIRouter:
                 **body.fields(),
             },
         )
+        require_domain(command, where)  # 422, nothing recorded: the catalogue's bounds
+        return command
 
     def write(request: Request, spec: CommandSpec, body: In) -> Any:
         token = ctx.bearer(request)
@@ -151,7 +156,8 @@ def router(ctx: Context) -> APIRouter:
         token = ctx.bearer(request)
         p = ctx.tokens.principal(token)
         records = [
-            encode(command_for(p, token, COMMANDS[item.type], item)) for item in body.commands
+            encode(command_for(p, token, COMMANDS[item.type], item, f"commands[{i}]: "))
+            for i, item in enumerate(body.commands)
         ]
         out = []
         for rec in graph.submit(records) if records else []:

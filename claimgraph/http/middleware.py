@@ -18,6 +18,7 @@ cost of one request each — the very cost the gate bounds. They are counted (:c
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass
 
 from fastapi import FastAPI, Request
@@ -33,6 +34,7 @@ from claimgraph.http.limits import HttpLimits, Slots
 from claimgraph.http.observe import AUTHORIZED, PRINCIPAL
 from claimgraph.http.problems import error_problem, problem
 from claimgraph.service.bounded import too_deep
+from claimgraph.streams.jsonlog import log_event
 
 __all__ = ["UNGATED", "Gate", "GateStats", "install"]
 
@@ -163,6 +165,55 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+class Bugs:
+    """A bug (an exception that is not one of ours) answers problem+json 500 and keeps the
+    client's connection.
+
+    Starlette's outermost middleware answers an unhandled exception with the app's handler
+    and then re-raises it, and uvicorn then closes the keep-alive connection under the client.
+    Caught here, inside it, the exception is logged once (with its traceback) and answered;
+    the body says that a write may have been decided, so a client looks its command up by id
+    (or retries with the same ``command_id``, which the governor rejects as a duplicate if it
+    was decided) instead of guessing.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:  # the edge: every bug of the app ends here, answered
+            if started:
+                raise  # too late to answer: the response is on its way
+            log_event(
+                "http.bug",
+                route=scope.get("path", "")[:200],
+                method=scope.get("method", ""),
+                error=f"{type(exc).__name__}: {exc}"[:500],
+                traceback="".join(traceback.format_exception(exc))[-4000:],
+            )
+            writes = scope.get("method") == "POST"
+            detail = f"{type(exc).__name__}: {exc}"[:300] + (
+                "; the command may have been decided: read it back by its command_id, or "
+                "retry with the same command_id (a decided one is rejected as a duplicate)"
+                if writes
+                else ""
+            )
+            await problem("internal", detail)(scope, receive, send)
+
+
 def install(app: FastAPI, tokens: TokenFile, limits: HttpLimits) -> None:
     """The gate in front of every route, and every error a route can raise as a problem.
 
@@ -193,8 +244,11 @@ def install(app: FastAPI, tokens: TokenFile, limits: HttpLimits) -> None:
 
     @app.exception_handler(Exception)
     async def bug(request: Request, exc: Exception) -> JSONResponse:
-        # a bug, not one of our errors: still problem+json, never a plain-text 500
+        # a bug, not one of our errors: still problem+json, never a plain-text 500 (only a
+        # bug outside Bugs' reach comes here: Starlette then re-raises and the connection goes)
         return problem("internal", f"{type(exc).__name__}: {exc}"[:500])
+
+    app.add_middleware(Bugs)  # outside the gate: a bug anywhere in it answers, and keeps
 
     @app.exception_handler(StarletteHTTPException)
     async def http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

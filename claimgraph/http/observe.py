@@ -14,6 +14,7 @@ Metrics (Prometheus text at ``GET /metrics``; README: Observability):
 * ``claimgraph_http_requests_in_flight``;
 * ``claimgraph_http_decisions_total{kind}`` — decisions of the commands this server wrote
   (HTTP, MCP and the ticker);
+* ``claimgraph_internal_errors_total`` — of those, the ones a rule failed on (a bug);
 * ``claimgraph_applied_version{graph}``, ``claimgraph_projection_lag_seconds{graph}`` (the
   age of the oldest decision not applied yet), ``claimgraph_open_quarantines{graph}`` — read
   from the graph at each scrape;
@@ -96,6 +97,11 @@ class HttpMetrics:
             ["kind"],
             registry=self.registry,
         )
+        self.internal_errors = Counter(
+            "claimgraph_internal_errors",
+            "Commands this server wrote that a rule failed on: rejected internal_error (a bug)",
+            registry=self.registry,
+        )
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         if graph is not None:
@@ -113,6 +119,8 @@ class HttpMetrics:
     def decided(self, receipts: Iterable[Receipt]) -> None:
         for r in receipts:
             self.decisions.labels(kind=r.kind).inc()
+            if r.reason == "internal_error":
+                self.internal_errors.inc()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -111,6 +111,7 @@ _STATUS: dict[str, int] = {
     "too_large": 413,
     "too_many": 429,
     "internal": 500,
+    Reason.INTERNAL_ERROR: 500,  # decided (rejected, recorded with a version): the body says so
     "integrity": 500,
     "not_implemented": 501,
     **dict.fromkeys(("unavailable", "fenced"), 503),

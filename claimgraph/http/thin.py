@@ -20,12 +20,12 @@ from urllib.parse import unquote_plus
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from claimgraph.core.commands import I64
 from claimgraph.core.model import LIMITS
 from claimgraph.errors import ClaimgraphError
 from claimgraph.http.context import Context
 from claimgraph.http.observe import AUTHORIZED, _flat
 from claimgraph.http.problems import error_problem, problem
-from claimgraph.service.inputs import I64
 
 __all__ = ["ThinReads"]
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -40,6 +41,7 @@ __all__ = [
     "WatchedTokenFile",
     "add_token",
     "is_pattern",
+    "readable_by_others",
     "role_mismatches",
     "schema_principals",
 ]
@@ -53,6 +55,20 @@ def _stamp(path: Path) -> Stamp | None:
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def readable_by_others(path: Path) -> str | None:
+    """A warning when the token file may be read by other users (its tokens are secrets)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO) == 0:
+        return None
+    return (
+        f"warning: {path} (mode {stat.S_IMODE(mode):04o}) may be read by other users of this "
+        f"machine, and every token in it is a credential: chmod 600 {path}"
+    )
 
 
 class WatchedTokenFile(TokenFile):
@@ -77,6 +93,9 @@ class WatchedTokenFile(TokenFile):
         self._stamp = stamp
         if first.legacy:
             self._migrate()
+        loose = readable_by_others(self.path)
+        if loose:
+            self._report(loose)
 
     def _migrate(self) -> None:
         try:

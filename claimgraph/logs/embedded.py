@@ -6,21 +6,34 @@ leaves either the whole batch (and the advanced position) or none of it.
 
 Keys: ``C``/``D``/``R`` ‖ u64_be(offset) → u64_be(append time ms) ‖ record bytes;
 ``M`` ‖ name → u64_be(value) for positions. Append times never go backwards.
+
+A write that fails part-way (a full disk in the middle of a multi-MB batch) can leave the
+write-ahead log ending in that batch's incomplete record. The batch was never acknowledged, so
+dropping it loses nothing; but the logs open strictly (a WAL cut short otherwise means lost,
+acknowledged data). The **guard** file beside them (``log.guard``, made at full size when the
+logs are opened, so that marking it later needs no new disk space) records that the last write
+failed and the ends the logs had before it. The next open — in this process or the next —
+then tolerates exactly an incomplete last record, checks that no log ends before the recorded
+ends, and clears the guard: the next write after space is freed simply succeeds.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rocksdict import WriteBatch, WriteOptions
+from rocksdict import Rdict, WriteBatch, WriteOptions
 
+from claimgraph.errors import CorruptionError
 from claimgraph.logs.base import LogRecord
 from claimgraph.logs.rocks import (
     STRICT,
+    TORN_TAIL,
     Place,
+    close_named,
     close_quietly,
     get,
     named,
@@ -32,7 +45,7 @@ from claimgraph.logs.rocks import (
     write,
 )
 
-__all__ = ["LOG_REMEDY", "EmbeddedLog", "EmbeddedLogStore", "open_rdict"]
+__all__ = ["GUARD", "LOG_REMEDY", "EmbeddedLog", "EmbeddedLogStore", "open_rdict"]
 
 # What a user does when the logs are damaged: they are the graph's history, nothing rebuilds them.
 LOG_REMEDY = (
@@ -46,6 +59,80 @@ _U64 = struct.Struct(">Q")
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+GUARD = "log.guard"  # beside the logs' directory (see the module docstring)
+_GUARD_SIZE = 256
+_GUARD_HEAD = b"claimgraph log guard 1\n"
+
+
+class _Guard:
+    """The file that says whether the logs' last write failed, and their ends before it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def failed_ends(self) -> tuple[int, int, int] | None:
+        """The ends recorded by a failed write, or None (no file, or a clean one)."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CorruptionError(f"cannot read {self.path}: {exc}", str(self.path)) from None
+        body = data[len(_GUARD_HEAD) :].split(b"\n", 1)[0].split()
+        if not data.startswith(_GUARD_HEAD) or not body:
+            raise CorruptionError(
+                f"{self.path} is not a claimgraph log guard (damaged?): remove it only if "
+                "the logs' last write did not fail",
+                str(self.path),
+            )
+        if body[0] == b"clean":
+            return None
+        try:
+            c, d, r = (int(x) for x in body[1:4])
+        except ValueError:
+            msg = f"{self.path} is damaged: {data[:80]!r}"
+            raise CorruptionError(msg, str(self.path)) from None
+        return c, d, r
+
+    def _put(self, line: bytes) -> None:
+        """Overwrite the file in place (its blocks exist: no new space is needed), synced."""
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            os.pwrite(fd, (_GUARD_HEAD + line + b"\n").ljust(_GUARD_SIZE, b" "), 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def prepare(self) -> None:
+        """Make the file, at full size and clean, unless it is already there (best effort:
+        on a disk too full for 256 bytes the logs open without a guard)."""
+        try:
+            if self.path.stat().st_size >= _GUARD_SIZE:
+                return
+        except FileNotFoundError:
+            pass
+        tmp = self.path.with_name(f".{GUARD}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write((_GUARD_HEAD + b"clean\n").ljust(_GUARD_SIZE, b" "))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+
+    def mark(self, ends: tuple[int, int, int]) -> bool:
+        """Record a failed write and the ends before it; False if that could not be done."""
+        try:
+            self._put(b"failed %d %d %d" % ends)
+        except OSError:
+            return False
+        return True
+
+    def clear(self) -> None:
+        self._put(b"clean")
 
 
 class EmbeddedLog:
@@ -144,8 +231,10 @@ class EmbeddedLogStore:
         self._wal = wal
         # secondary: read-only, in a process other than the writer's (see catch_up)
         self.secondary = secondary
+        self.guard = _Guard(path.parent / GUARD)
+        self._torn: tuple[int, int, int] | None = None  # ends before a failed write, if any
         if secondary is None:
-            self.db = open_rdict(path, create=create, wal=wal, remedy=self._remedy)
+            self.db = self._open_primary(open_rdict)
         else:
             self.db = open_secondary(path, secondary, remedy=self._remedy)
         self._sync = WriteOptions()
@@ -154,6 +243,37 @@ class EmbeddedLogStore:
         self.commands = EmbeddedLog(self, b"C", "commands")
         self.decisions = EmbeddedLog(self, b"D", "decisions")
         self.runs = EmbeddedLog(self, b"R", "runs")
+        if secondary is None:
+            self._settle_guard()
+
+    def _open_primary(self, opener: Callable[..., Rdict]) -> Rdict:
+        """Open the logs strictly — or, after a failed write, tolerating its torn record."""
+        wal = self._wal
+        if wal == STRICT:
+            self._torn = self._torn or self.guard.failed_ends()
+            if self._torn is not None:
+                wal = TORN_TAIL
+        return opener(self.path, create=self._create, wal=wal, remedy=self._remedy)
+
+    def ends(self) -> tuple[int, int, int]:
+        return (self.commands.end(), self.decisions.end(), self.runs.end())
+
+    def _settle_guard(self) -> None:
+        """After an open: a failed write's logs must end at least where they ended before it
+        (only its own, never acknowledged record may be gone); then the guard is clean."""
+        torn = self._torn
+        if torn is not None:
+            ends = self.ends()
+            if any(e < t for e, t in zip(ends, torn, strict=True)):
+                raise CorruptionError(
+                    f"{self.path} lost records it had before its last, failed write: the logs "
+                    f"end at commands/decisions/runs {ends}, they ended at {torn}. "
+                    f"{self._remedy}",
+                    str(self.path),
+                )
+            self.guard.clear()
+            self._torn = None
+        self.guard.prepare()
 
     def _find_end(self, prefix: bytes) -> int:
         it = self.db.iter(uncached())
@@ -170,9 +290,16 @@ class EmbeddedLogStore:
             write(self.db, wb, self._sync, self.place, "appending to the logs")
         except Exception:
             self.failed = True  # RocksDB refuses every later write until reopened
-            for log in (self.commands, self.decisions, self.runs):
-                log.reset()
+            self.reread_ends()
+            # the WAL may now end in this batch's incomplete record: say so for the next open
+            self._torn = self.ends()
+            self.guard.mark(self._torn)
             raise
+
+    def reread_ends(self) -> None:
+        """Forget every end staged in a batch that was not written: the ends are the log's."""
+        for log in (self.commands, self.decisions, self.runs):
+            log.reset()
 
     def catch_up(self) -> None:
         """A secondary: see what the writer has written since (whole batches only)."""
@@ -190,15 +317,14 @@ class EmbeddedLogStore:
         write until it is reopened (its background error is sticky)."""
         close_quietly(self.db)
         del self.db  # the last handle: RocksDB's lock goes with it
-        self.db = open_or_stand_in(
-            self.path, create=self._create, wal=self._wal, remedy=self._remedy
-        )
+        self.db = self._open_primary(open_or_stand_in)
         for log in (self.commands, self.decisions, self.runs):
             log.reset()  # raises if the reopen failed: the store stays failed
+        self._settle_guard()
         self.failed = False
 
     def stage_position(self, wb: WriteBatch, name: str, value: int) -> None:
         wb.put(b"M" + name.encode(), _U64.pack(value))
 
     def close(self) -> None:
-        self.db.close()
+        close_named(self.db, self.place, self.failed)

@@ -46,8 +46,10 @@ __all__ = [
     "PREFIX",
     "SALVAGE",
     "STRICT",
+    "TORN_TAIL",
     "WRITE_BUFFER",
     "Place",
+    "close_named",
     "close_quietly",
     "db_options",
     "estimated_keys",
@@ -70,10 +72,14 @@ __all__ = [
 # mid-record lost data we promised. PREFIX: replay the WAL up to its first damaged record and
 # drop the rest (kPointInTimeRecovery) — right for a projection, whose applied offset travels
 # in the same batches as its rows and whose lost tail is re-projected from the log. SALVAGE is
-# PREFIX used deliberately on a log, by ``claimgraph rebuild --salvage-log``.
+# PREFIX used deliberately on a log, by ``claimgraph rebuild --salvage-log``. TORN_TAIL: a log
+# whose last write is known to have failed (``logs.embedded``'s guard file says so) may end in
+# that write's incomplete record, never acknowledged: it is dropped, any other damage still
+# refuses the open (kTolerateCorruptedTailRecords), and the caller checks the ends it recorded.
 STRICT = "strict"
 PREFIX = "prefix"
 SALVAGE = "salvage"
+TORN_TAIL = "torn_tail"
 
 # How a StorageError says that another process holds a database (RocksDB allows one writer).
 _LOCKED = "in use by another claimgraph process (RocksDB lock held)"
@@ -193,6 +199,26 @@ def write(db: Rdict, wb: WriteBatch, wo: WriteOptions, place: Place, doing: str)
         raise failure(exc, place, doing) from None
 
 
+def close_named(db: Rdict, place: Place, failed: bool = False) -> None:
+    """Close a database; a failure RocksDB kept (a corruption it met) is ours, named.
+
+    ``failed``: its last write failed and was reported — its close would only raise that
+    failure again, so it closes quietly (:func:`close_quietly`). A background flush that met a
+    full disk is not an error at close either (what it held is in the write-ahead log).
+    """
+    if failed:
+        close_quietly(db)
+        return
+    try:
+        db.close()
+    except Exception as exc:
+        if not _rocksdb(exc):
+            raise
+        err = failure(exc, place, "closing it")
+        if not isinstance(err, DiskFullError):  # a flush that met a full disk lost nothing:
+            raise err from None  # what it held is in the synced write-ahead log
+
+
 def close_quietly(db: Rdict) -> None:
     """Close a database whose last write failed: ``close`` raises that failure again, and the
     handle must go anyway (RocksDB keeps a failed write's error until the database is reopened).
@@ -227,6 +253,8 @@ def open_or_stand_in(path: Path, *, create: bool, wal: str, remedy: str) -> Rdic
 def _mode(wal: str) -> Any:
     if wal == STRICT:
         return DBRecoveryMode.absolute_consistency()
+    if wal == TORN_TAIL:
+        return DBRecoveryMode.tolerate_corrupted_tail_records()
     if wal in (PREFIX, SALVAGE):
         return DBRecoveryMode.point_in_time()
     raise ValueError(f"unknown WAL recovery mode {wal!r}")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from claimgraph.core.commands import COMMANDS, Sender
-from claimgraph.core.model import Command, Reason
+from claimgraph.core.model import LIMITS, Command, Reason
 from claimgraph.core.schema import Pattern
 from claimgraph.errors import AuthError, ClaimgraphError, NotFoundError
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
@@ -513,7 +513,7 @@ class AgentSession:
             "agent": self.identity.agent,
             "task": task[:200],
             "reason": reason.value,
-            "detail": detail,
+            "detail": detail[: LIMITS["detail"]],
             "declared_agent": "",
             "refused_type": ctype,
         }

@@ -7,7 +7,9 @@ default 32). A spilled claim is read back on use into a bounded cold cache; a ch
 written back. The spill is scratch, not durable state: it lives in a temporary directory
 (under ``CLAIMGRAPH_STATE_SPILL_DIR``, else the system's temporary directory), is written
 without a WAL and is removed when its tables are. The durable truth stays the decisions log
-and the checkpoints; a restart folds or loads the state again.
+and the checkpoints; a restart folds or loads the state again. A process killed with its
+spill open leaves the directory behind (``claimgraph-state-<pid>-...``): the next spill made
+in that base directory removes every one whose RocksDB lock no process holds (:func:`sweep`).
 
 Claims, edge keys and edges spill (each table keeps its newest chunks in memory); agents,
 conflict ids and confidences stay in memory.
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 
 from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteOptions
 
-__all__ = ["SpillConfig", "SpillDB", "configure", "configured"]
+__all__ = ["SpillConfig", "SpillDB", "configure", "configured", "sweep"]
 
 CHUNK_BITS = 16  # claims per chunk: 65,536
 
@@ -97,6 +101,46 @@ def _give_back_freed_chunks() -> None:
         ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, 1 << 20)
 
 
+_PREFIX = "claimgraph-state-"
+_OWNED = re.compile(rf"{_PREFIX}(\d+)-")
+
+
+def _abandoned(path: str) -> bool:
+    """Whether no process holds the RocksDB lock of the spill at ``path`` (its owner died).
+
+    fcntl locks are per process, so a spill of this very process would look free: those are
+    never abandoned (the directory's name carries its owner's pid)."""
+    m = _OWNED.match(os.path.basename(path))
+    if m is not None and int(m.group(1)) == os.getpid():
+        return False
+    try:
+        fd = os.open(os.path.join(path, "LOCK"), os.O_RDWR)
+    except FileNotFoundError:
+        return True  # no database was ever opened in it
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # held: a live process's spill
+    finally:
+        os.close(fd)  # closing drops the lock taken above
+    return True
+
+
+def sweep(base: str | None = None) -> list[str]:
+    """Remove the spill directories under ``base`` (default: where spills go) that a dead
+    process left; return their paths."""
+    base = base or os.environ.get("CLAIMGRAPH_STATE_SPILL_DIR") or tempfile.gettempdir()
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(base):
+            if entry.name.startswith(_PREFIX) and entry.is_dir() and _abandoned(entry.path):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(entry.path)
+    return removed
+
+
 def _remove(db: Rdict, path: str) -> None:
     db.close()
     shutil.rmtree(path, ignore_errors=True)
@@ -108,7 +152,8 @@ class SpillDB:
     def __init__(self, config: SpillConfig) -> None:
         _give_back_freed_chunks()
         base = os.environ.get("CLAIMGRAPH_STATE_SPILL_DIR") or None
-        self.path = tempfile.mkdtemp(prefix="claimgraph-state-", dir=base)
+        sweep(base)  # what killed processes left behind
+        self.path = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=base)
         opts = Options(raw_mode=True)
         opts.create_if_missing(True)
         opts.set_write_buffer_size(8 << 20)

@@ -24,6 +24,7 @@ from claimgraph.errors import StorageError
 from claimgraph.logs.rocks import (
     PREFIX,
     Place,
+    close_named,
     close_quietly,
     get,
     open_or_stand_in,
@@ -188,7 +189,7 @@ class ProjectionStore:
         self.failed = False
 
     def close(self) -> None:
-        self.db.close()
+        close_named(self.db, self.place, self.failed)
 
 
 class Projector:

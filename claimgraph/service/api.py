@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from claimgraph.core.commands import cut
 from claimgraph.core.model import Command, Decision
 from claimgraph.errors import InputError
-from claimgraph.service.inputs import now_millis, to_millis
+from claimgraph.service.inputs import now_millis, require_domain, to_millis
 
 if TYPE_CHECKING:
     from claimgraph.service.signers import Signer
@@ -55,7 +56,7 @@ def node(n: NodeLike) -> tuple[str, str]:
         return n
     t, sep, i = n.partition(":")
     if not sep or not t or not i:
-        raise InputError(f"{n!r} is not a node: expected 'type:id', e.g. service:checkout")
+        raise InputError(f"{cut(n)} is not a node: expected 'type:id', e.g. service:checkout")
     return t, i  # sizes and characters are the governor's to judge (a recorded rejection)
 
 
@@ -77,7 +78,11 @@ class GraphWrites:
     def _send(
         self, kind: str, agent: str, task: str, command_id: str | None, fields: dict[str, Any]
     ) -> Receipt:
-        """Build a command from the fields every command carries plus ``fields``; submit it."""
+        """Build a command from the fields every command carries plus ``fields``; submit it.
+
+        A field outside its declared domain raises :class:`InputError` before anything is
+        sent or recorded (raw records given to ``submit`` are the governor's to judge).
+        """
         envelope = {
             "type": kind,
             "command_id": command_id or str(uuid.uuid4()),
@@ -86,6 +91,7 @@ class GraphWrites:
             "task": task,
         }
         command = cast(Command, {**envelope, **fields})
+        require_domain(command)  # out of bounds: InputError, nothing recorded (every surface)
         if self.signer is not None:
             return self._one_signed(self.signer.sign(command))
         return self._one(command)

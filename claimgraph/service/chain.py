@@ -52,6 +52,13 @@ def check_chain(
     logs = graph.logs
     end = logs.decisions.end() - 1
     upto = end if upto is None else upto
+    if expect is not None and upto > end:
+        # a digest was kept at a version the log no longer has: its tail is lost
+        raise IntegrityError(
+            f"the digest to check was kept at version {upto}, but the decisions log ends at "
+            f"version {end}: the log lost versions {end + 1}..{upto}",
+            end + 1,
+        )
     if not -1 <= upto <= end:
         raise VersionError(f"version {upto} is not in the decisions log (0..{end})")
     checker = ChainChecker()

@@ -273,8 +273,10 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
             if not self._closed:
                 self._closed = True
                 self.reader.release()  # cached iterators keep the database open
-                self.projection.close()
-                self.logs.close()
+                try:
+                    self.projection.close()  # a corruption it met: CorruptionError, named
+                finally:
+                    self.logs.close()
 
     def __enter__(self) -> Graph:
         return self
@@ -474,6 +476,16 @@ def check_consistency(path: Path, logs: EmbeddedLogStore, projection: Projection
             f"`claimgraph --data {path} rebuild` (versions after v{end - 1} are then gone).",
             end,
         )
+    for what, version in witnesses(path, logs):
+        if version > end - 1:
+            raise IntegrityError(
+                f"{what} is at version {version} but the decisions log in {data / 'log'} ends "
+                f"at version {end - 1}: the log lost versions {end}..{version}. Nothing was "
+                "changed (a new write would reuse a lost version). Restore the data directory "
+                f"from a backup to keep them; to go on with the log as it is, remove {what} "
+                f"and re-project with `claimgraph --data {path} rebuild`.",
+                end,
+            )
     position, commands = logs.position(GOVERNOR_POSITION), logs.commands.end()
     if position > commands or end != position:
         raise IntegrityError(
@@ -483,6 +495,35 @@ def check_consistency(path: Path, logs: EmbeddedLogStore, projection: Projection
             + logs.place.remedy,
             min(end, position),
         )
+
+
+_RUN_EVENTS_CHECKED = 256  # the newest trace events whose versions check_consistency reads
+
+
+def witnesses(path: Path, logs: EmbeddedLogStore) -> list[tuple[str, int]]:
+    """Everything beside the log that names a version it had: each checkpoint, the newest
+    pin and the retention horizon, the newest runs' pinned versions and written versions."""
+    from claimgraph.projections.checkpoints import list_checkpoints
+
+    out = [(f"checkpoint {c.path}", c.version) for c in list_checkpoints(path / "checkpoints")]
+    if (path / "pins.sqlite").exists():
+        pins = PinRegistry(path)
+        out += [(f"a pin of run {p.owner} in {pins.file}", p.version) for p in pins.live()[-1:]]
+        horizon = pins.horizon()  # 0 until a GC moved it
+        if horizon > 0:
+            out.append((f"the retention horizon in {pins.file}", horizon))
+    end = logs.runs.end()
+    recs = logs.runs.read(max(0, end - _RUN_EVENTS_CHECKED), _RUN_EVENTS_CHECKED)
+    for ev in decode_events(r.value for r in recs):
+        where = f"run {ev['run_id']} in the runs log of {path / 'log'}"
+        out.append((where, int(ev["pinned_version"])))
+        try:
+            written = json.loads(ev["payload"]).get("version") if ev["kind"] == "write" else None
+        except (ValueError, AttributeError):
+            written = None
+        if isinstance(written, int):
+            out.append((where, written))
+    return out
 
 
 if TYPE_CHECKING:  # mypy checks that this graph implements the graph port

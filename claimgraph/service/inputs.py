@@ -34,7 +34,7 @@ from pydantic import (
     field_validator,
 )
 
-from claimgraph.core.commands import CLIENT_COMMANDS, COMMANDS, Sender
+from claimgraph.core.commands import CLIENT_COMMANDS, COMMANDS, I64, Kind, Sender, cut, violation
 from claimgraph.core.model import LIMITS, Command
 from claimgraph.errors import InputError
 from claimgraph.native.codec import encode_command  # the native writer: the same bytes, ~6x faster
@@ -44,22 +44,53 @@ __all__ = [
     "I64",
     "CommandIn",
     "NodeRef",
+    "declared",
     "fast_claim",
     "fast_record",
     "now_millis",
     "parse_command",
     "parse_command_spec",
     "parse_node",
+    "require_domain",
     "to_millis",
 ]
 
-I64 = 2**63 - 1  # the wire's integers are Avro longs
 Id = Annotated[str, Field(min_length=1, max_length=LIMITS["id"])]
 CLIENT_NAMES = tuple(n for spec in CLIENT_COMMANDS for n in spec.client_names)
 _BY = {  # who writes the records no client may send
     Sender.INGRESS: "the system (an ingress, or a signing producer)",
     Sender.TICKER: "the ticker (claimgraph ticker, or serve --tick)",
 }
+
+
+def require_domain(command: Command, where: str = "") -> None:
+    """Raise :class:`InputError` when a field of ``command`` lies outside its declared domain.
+
+    The same check the governor makes under rules revision 3
+    (:func:`claimgraph.core.commands.violation`): an ingress that answers its caller (HTTP,
+    MCP, a CLI command) calls it before anything is recorded, so a value out of bounds is a
+    422 naming the field and the bound, never a recorded rejection or a copy of the bound.
+    """
+    c = cast(dict[str, Any], command)
+    spec = COMMANDS.get(c.get("type", "claim"))
+    if spec is None:
+        raise InputError(f"{where}unknown command type {str(c.get('type'))[:40]!r}")
+    v = violation(spec, c)
+    if v is not None:
+        raise InputError(f"{where}{v.detail}")
+
+
+def declared(ctype: str, name: str) -> Any:
+    """The pydantic constraints of a command field, from its declared domain: a ``Field`` to
+    put in ``Annotated[type, declared(...)]`` (a model's bound is never written twice)."""
+    dom = COMMANDS[ctype].domains[name]
+    if dom.kind in (Kind.INT, Kind.TIME):
+        return Field(ge=dom.lo, le=dom.hi)
+    if dom.kind is Kind.FLOAT:
+        return Field(ge=dom.lo, le=dom.hi, allow_inf_nan=False)
+    if dom.kind is Kind.ID and not dom.empty:
+        return Field(min_length=1, max_length=dom.size)
+    return Field(max_length=dom.size)
 
 
 def _in_range(ms: int) -> int:
@@ -77,7 +108,7 @@ def to_millis(value: object) -> int:
     if isinstance(value, float):
         ms = value * 1000
         if not math.isfinite(ms):
-            raise ValueError(f"{value!r} s is not a finite time")
+            raise ValueError(f"{cut(value)} s is not a finite time")
         return _in_range(int(ms))
     if isinstance(value, str):
         try:
@@ -117,7 +148,9 @@ def parse_node(value: Any) -> NodeRef:
     if isinstance(value, str):
         t, sep, i = value.partition(":")
         if not sep or not t or not i:
-            raise ValueError(f"{value!r} is not a node: expected 'type:id', e.g. service:checkout")
+            raise ValueError(
+                f"{cut(value)} is not a node: expected 'type:id', e.g. service:checkout"
+            )
         return NodeRef(type=t, id=i)
     if isinstance(value, dict):
         return NodeRef.model_validate(value)
@@ -303,7 +336,7 @@ class RevokeIn(_Base):
 class EraseIn(_Base):
     type: Literal["erase"]
     claim_id: Id
-    reason: str = Field(default="", max_length=LIMITS["detail"])
+    reason: Annotated[str, declared("erase", "reason")] = ""
 
     def to_command(self, graph: str) -> Command:
         return cast(

@@ -17,14 +17,18 @@ from claimgraph.errors import ClaimgraphError, InputError
 from claimgraph.service.bounded import INPUT_LIMITS, InputLimits, loads, text
 from claimgraph.service.inputs import fast_record, parse_command_spec
 
-__all__ = ["line_record", "read_lines"]
+__all__ = ["BOM", "line_record", "read_lines"]
+
+BOM = b"\xef\xbb\xbf"  # the UTF-8 byte order mark
 
 
 def read_lines(stream: IO[bytes], max_line: int) -> Iterator[tuple[int, bytes, int]]:
     """(line number, line without its newline, the line's full length) for each line.
 
     Never holds more than ``max_line`` + 1 bytes of a line: the rest of a longer line is read
-    in chunks and dropped (its full length is still counted, for the error).
+    in chunks and dropped (its full length is still counted, for the error). A UTF-8 byte
+    order mark at the very start of the input is dropped (editors write one); anywhere else
+    :func:`line_record` names it.
     """
     lineno = 0
     while True:
@@ -32,6 +36,8 @@ def read_lines(stream: IO[bytes], max_line: int) -> Iterator[tuple[int, bytes, i
         if not raw:
             return
         lineno += 1
+        if lineno == 1 and raw.startswith(BOM):  # a byte order mark may begin the input
+            raw = raw[len(BOM) :]
         if raw.endswith(b"\n"):
             raw = raw[:-1]
             size = len(raw)
@@ -77,6 +83,11 @@ def line_record(
     try:
         if size > limits.max_line:
             raise InputError(f"the line has {size} bytes; at most {limits.max_line}")
+        if raw.startswith(BOM):
+            raise InputError(
+                "the line starts with a UTF-8 byte order mark (EF BB BF): one may begin the "
+                "input only, not a line after the first"
+            )
         obj = loads(raw, limits)
         if isinstance(obj, dict) and agent and "agent" not in obj:
             obj["agent"] = agent

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from claimgraph.core.commands import cut
 from claimgraph.errors import InputError, UnknownSlotError
 from claimgraph.projections.browse import (
     BUDGET,
@@ -43,7 +44,7 @@ def edge_refs(edges: Sequence[EdgeRef]) -> list[tuple[str, tuple[str, str], tupl
             )
         t, s, o = e
         if not isinstance(t, str):
-            raise InputError(f"edge {i} of read_edges has edge type {t!r}: expected a string")
+            raise InputError(f"edge {i} of read_edges has edge type {cut(t)}: expected a string")
         out.append((t, _node(s), _node(o)))
     return out
 

@@ -507,7 +507,7 @@ class Run:
         one ``POST /v1/commands`` per batch over HTTP. Each item takes the keyword arguments
         of :meth:`claim` plus ``edge_type``, ``subject`` and ``object``; receipts in order."""
         from claimgraph.service.api import node
-        from claimgraph.service.inputs import now_millis, to_millis
+        from claimgraph.service.inputs import now_millis, require_domain, to_millis
 
         g: Any = self.graph
         commands: list[Any] = []
@@ -534,6 +534,7 @@ class Run:
                 "based_on_version": self.version if based is None else based,
                 "properties": dict(c.get("properties") or {}),
             }
+            require_domain(command)  # type: ignore[arg-type]
             commands.append(command if g.signer is None else g.signer.sign(command))
         receipts: list[Receipt] = g.submit(commands) if commands else []
         for r in receipts:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from claimgraph.core.commands import cut
 from claimgraph.core.wire import decode_run_event, encode_run_event
 from claimgraph.errors import ClaimgraphError, InputError
 from claimgraph.service.api import NodeLike
@@ -163,7 +164,7 @@ def execute(reads: _Reads, op: str, args: dict[str, Any], at: int) -> Any:
         return reads.claim_info(args["claim_id"], at=at)
     if op == "conflict":
         return reads.conflict(args["conflict_id"], at=at)
-    raise InputError(f"unknown read {op!r} (known: {', '.join(READ_OPS)})")
+    raise InputError(f"unknown read {cut(op)} (known: {', '.join(READ_OPS)})")
 
 
 @dataclass(frozen=True, slots=True)

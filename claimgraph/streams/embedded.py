@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rocksdict import WriteBatch
 
-from claimgraph.core.model import Decision, Progress
+from claimgraph.core.model import Decision, Progress, Reason
 from claimgraph.core.state import GraphState
 from claimgraph.logs.base import LogRecord
 from claimgraph.logs.embedded import EmbeddedLogStore
@@ -125,7 +125,13 @@ class EmbeddedRuntime:
         if self.pending():
             raise RuntimeError("decide the pending commands before submitting new ones")
         wb = WriteBatch(raw_mode=True)
-        return self._decide(self.logs.commands.stage_records(wb, values), wb)
+        try:
+            return self._decide(self.logs.commands.stage_records(wb, values), wb)
+        except BaseException:
+            # whatever failed, the logs' ends are what was written: the commands of a batch
+            # that did not land are not pending (the next submit starts from the log itself)
+            self.logs.reread_ends()
+            raise
 
     def _decide(self, records: Sequence[LogRecord], wb: WriteBatch) -> list[tuple[int, Decision]]:
         state = self.state
@@ -139,6 +145,15 @@ class EmbeddedRuntime:
             self.logs.stage_position(wb, GOVERNOR_POSITION, records[-1].offset + 1)
             self.logs.write(wb)  # decisions and input position: one atomic, synced batch
             projector.flush()  # the projection follows, never leads, the decisions log
+        for v, d in out:
+            if d["reason"] == Reason.INTERNAL_ERROR:
+                log_event(
+                    "governor.internal_error",
+                    graph=state.graph,
+                    version=v,
+                    command_id=d["command_id"],
+                    detail=d["detail"],
+                )
         return out
 
     def run_until_idle(self, max_commands: int = 2048, progress: Progress | None = None) -> int:

@@ -59,7 +59,7 @@ from claimgraph.core.chain import ChainChecker
 from claimgraph.core.governor import decide as python_decide
 from claimgraph.core.governor.placement import BAD_KEY, UNKEYED, valid_graph_name
 from claimgraph.core.governor.revisions import CURRENT
-from claimgraph.core.model import Decision
+from claimgraph.core.model import Decision, Reason
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import encode_decision as python_encode_decision
 from claimgraph.core.wire import same_decision
@@ -143,6 +143,7 @@ class GovernorStats:
 
     commands: int = 0
     decisions_by_kind: dict[str, int] | None = None
+    internal_errors: int = 0  # rejected/internal_error: a rule failed (a bug, logged)
     aborts: int = 0
     transactions: int = 0
     lag: int = 0
@@ -282,6 +283,7 @@ class KafkaGovernor:
         self.position = -1  # the committed input position: the next command to decide
         self.last_batch: CommittedBatch | None = None  # the newest committed transaction
         self._kinds: list[str] = []  # kinds of the batch being decided, counted on commit
+        self._internal = 0  # internal_error decisions of that batch
         # revision-1 graphs whose oversized decision the operator lets revision 2 reject
         self.upgrade_oversized = upgrade_oversized
         self.record_limit = DECISION_RECORD_BYTES  # the decisions topic's max.message.bytes
@@ -452,6 +454,7 @@ class KafkaGovernor:
         if not msgs:
             return 0
         self._kinds = []
+        self._internal = 0
         decided, stuck = self._decide(msgs)
         appended = [int(m.timestamp()[1]) for m in msgs[: len(decided)]]
         if decided and not self._commit(msgs[len(decided) - 1], decided, appended):
@@ -484,6 +487,8 @@ class KafkaGovernor:
             )
             for d, raw in zip(ds, raws, strict=True):
                 self._kinds.append(d["kind"])
+                if d["reason"] == Reason.INTERNAL_ERROR:
+                    self._internal_error(graph, d)
                 out.append((graph, raw))
             i += len(ds)
             if len(ds) == len(run):
@@ -509,6 +514,18 @@ class KafkaGovernor:
             out.append((graph, raw))
             i += 1
         return out, None
+
+    def _internal_error(self, graph: str, d: Decision) -> None:
+        """A rule failed on a command: recorded as a rejection, logged and counted."""
+        self._internal += 1
+        log_event(
+            "governor.internal_error",
+            partition=self.partition,
+            graph=graph,
+            offset=d["input_offset"],
+            command_id=d["command_id"],
+            detail=d["detail"],
+        )
 
     def _oversized(self, graph: str, offset: int, d: Decision, size: int) -> ConfigError:
         """The error that stops the governor at a decision it cannot write (revision 1)."""
@@ -580,6 +597,7 @@ class KafkaGovernor:
         assert by is not None
         for kind in self._kinds:
             by[kind] = by.get(kind, 0) + 1
+        self.stats.internal_errors += self._internal
         self.position = int(last.offset() or 0) + 1
         self.last_batch = CommittedBatch(self._kinds, appended, time.time())
         self._last = (delivered[-1][1], decided[-1][1])

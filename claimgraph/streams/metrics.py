@@ -158,6 +158,13 @@ class GovernorMetrics:
             ["partition", "kind"],
             registry=self.registry,
         )
+        self.internal_errors = Counter(
+            "claimgraph_internal_errors",
+            "Commands a rule failed on: rejected internal_error (a bug; each is logged)",
+            list(labels),
+            registry=self.registry,
+        ).labels(**labels)
+        self._internal = 0
         self.transactions = Counter(
             "claimgraph_transactions",
             "Committed transactions",
@@ -215,6 +222,9 @@ class GovernorMetrics:
             if delta:
                 self.decisions.labels(partition=self.partition, kind=kind).inc(delta)
                 self._seen[kind] = count
+        if gov.stats.internal_errors > self._internal:
+            self.internal_errors.inc(gov.stats.internal_errors - self._internal)
+            self._internal = gov.stats.internal_errors
         self._count_aborts(gov)
         batch = gov.last_batch
         if batch is not None:

@@ -8,6 +8,16 @@ reproduces the decisions log byte for byte.
 Every command gets exactly one decision. Anything invalid — undecodable bytes, a malformed
 field, an unknown type, a writer the schema does not admit — becomes a ``rejected`` decision
 with a machine-readable reason code (:class:`claimgraph.core.model.Reason`) and a detail line.
+Under rules revision 3 every field is first checked against its declared domain
+(:func:`claimgraph.core.commands.violation`).
+
+``decide`` is **total**: an unexpected exception inside a rule (a bug, never a verdict) becomes
+a ``rejected``/``internal_error`` decision naming the rule and the exception's class (not its
+message, which may vary between runs), with no effect on the graph. It changes nothing but
+the command id and the hash chain, so the next command — any writer's — is decided as if it
+had not come. ``verify`` reproduces it as long as the revision's code is unchanged; a fix to
+code that raised may apply to every revision (a raise never produced a decision before
+revision 3's ``internal_error`` existed, and since then the fix is what the new revision is).
 
 The rules live in one module each, and this module only dispatches:
 
@@ -32,6 +42,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from claimgraph.core.chain import command_digest
+from claimgraph.core.commands import COMMANDS, LIMITS, violation
 from claimgraph.core.governor.authority import HANDLERS as _AUTHORITY
 from claimgraph.core.governor.authority import (
     grant,
@@ -41,7 +52,13 @@ from claimgraph.core.governor.authority import (
     unsigned,
     upgrade_rules,
 )
-from claimgraph.core.governor.base import Refusal, check_id, conflict_id_for, new_decision
+from claimgraph.core.governor.base import (
+    Refusal,
+    RuleFailed,
+    check_id,
+    conflict_id_for,
+    new_decision,
+)
 from claimgraph.core.governor.claims import claim, signals_of
 from claimgraph.core.governor.conflicts import resolve
 from claimgraph.core.governor.exits import escalate, read_blocked, tick
@@ -49,7 +66,6 @@ from claimgraph.core.governor.lifecycle import erase, retract
 from claimgraph.core.governor.placement import fitting, place, placed_here
 from claimgraph.core.governor.revisions import CURRENT, at_least
 from claimgraph.core.model import (
-    LIMITS,
     Command,
     Decision,
     InvalidInputCommand,
@@ -81,17 +97,73 @@ def decide(
     """
     if rules is None:
         rules = CURRENT if state.rules is None else state.rules
-    d = _decide(state, data, input_offset, log_time, rules)
-    d = placed_here(state, d, partition)  # Kafka: the graph lives on this partition (placement)
-    if at_least(d, 2):  # the decisions log is a hash chain (core.chain)
+    stage = ["decode"]  # the step running, for an internal error's detail
+    try:
+        d = _decide(state, data, input_offset, log_time, rules, stage)
+        stage[0] = "placement"
+        d = placed_here(state, d, partition)  # Kafka: the graph lives on this partition
+        if at_least(d, 2):  # the decisions log is a hash chain (core.chain)
+            stage[0] = "chain"
+            d["command_sha256"] = command_digest(data)
+            d["prev_hash"] = state.chain.hex()
+            d = fitting(d, len(data))  # a decision that cannot be written is a rejection
+        return d
+    # Total by construction (the module's docstring): no input may stop the governor, so an
+    # exception a rule did not mean is caught here, broadly, and recorded as a decision.
+    except RuleFailed as exc:
+        return _internal_error(state, data, input_offset, log_time, rules, exc)
+    except Exception as exc:
+        return _internal_error(
+            state, data, input_offset, log_time, rules, RuleFailed(stage[0], exc)
+        )
+
+
+def _internal_error(
+    state: GraphState,
+    data: bytes,
+    input_offset: int,
+    log_time: int,
+    rules: int,
+    failed: RuleFailed,
+) -> Decision:
+    """The one decision of a command a rule failed on: rejected, with no effect."""
+    try:
+        cmd: Any = decode_command(data)
+    except Exception:  # whatever failed, the decision must still be made
+        cmd = {}
+    c: dict[str, Any] = cmd if isinstance(cmd, dict) else {}
+    ctype = c.get("type", "claim") if c.get("type") in COMMANDS else "invalid_input"
+    fields = {
+        k: v
+        if isinstance(v, str) and _usable(v) and not (k == "command_id" and state.seen(v))
+        else ""
+        for k in ("command_id", "agent", "task")
+        for v in (c.get(k),)
+    }
+    d = new_decision(state, cast(Command, fields), ctype, input_offset, log_time, rules)
+    d["reason"] = Reason.INTERNAL_ERROR.value
+    d["detail"] = (
+        f"the governor failed in rule {failed.rule!r} ({failed.cls}); the command was "
+        "rejected and changed nothing (report this: it is a bug, not a verdict)"
+    )
+    if at_least(d, 2):
         d["command_sha256"] = command_digest(data)
         d["prev_hash"] = state.chain.hex()
-        d = fitting(d, len(data))  # a decision that cannot be written is a rejection
     return d
 
 
+def _usable(v: object) -> bool:
+    """Whether ``v`` can stand in a decision's envelope as given (an id of the domain)."""
+    return isinstance(v, str) and len(v) <= LIMITS["id"] and v.isprintable()
+
+
 def _decide(
-    state: GraphState, data: bytes, input_offset: int, log_time: int, rules: int
+    state: GraphState,
+    data: bytes,
+    input_offset: int,
+    log_time: int,
+    rules: int,
+    stage: list[str],
 ) -> Decision:
     try:
         cmd = decode_command(data)
@@ -102,7 +174,10 @@ def _decide(
         return d
     # signed commands, and every command of a graph that requires signatures (authority.py)
     if cast(dict[str, Any], cmd).get("type") == "signed":
+        stage[0] = "signed"
         try:
+            if rules >= 3:
+                _check_domain(cmd, "signed")
             inner, key_id = open_signed(state.keys, cast(SignedCommand, cast(object, cmd)))
         except Refusal as r:
             d = new_decision(state, None, "signed", input_offset, log_time, rules)
@@ -110,6 +185,7 @@ def _decide(
         d = decide_command(state, inner, input_offset, log_time, rules)
         d["signed_by"] = key_id
         return d
+    stage[0] = "signatures"
     if (
         _requires_signature(state, cmd, rules) and cmd.get("type") != "place"
     ):  # placement is the operator's
@@ -140,10 +216,16 @@ def decide_command(
     """Decide one decoded command under rules revision ``rules``."""
     ctype = cast(str, cmd.get("type", "claim"))
     d = new_decision(state, cmd, ctype, input_offset, log_time, rules)
+    rule = "envelope"
     try:
         _check_envelope(state, cmd, d)
+        if at_least(d, 3):
+            rule = "domain"
+            _check_domain(cmd, ctype)
+        rule = ctype
         _HANDLERS[ctype](state, cmd, d)
         if d["claim"] is not None:
+            rule = "signals"
             signals_of(state, d)
     except Refusal as r:
         _rejected(d, r)
@@ -161,6 +243,8 @@ def decide_command(
         d["exits"] = []
         d["count"] = 0
         d["run_id"] = None
+    except Exception as exc:  # a bug in a rule: decide() records it (see the module doc)
+        raise RuleFailed(rule, exc) from exc
     return d
 
 
@@ -196,6 +280,13 @@ def _check_envelope(state: GraphState, cmd: Command, d: Decision) -> None:
     if cmd.get("type") != "invalid_input":
         check_id(cmd["agent"], "agent")
         check_id(cmd["task"], "task", empty_ok=True)
+
+
+def _check_domain(cmd: Command, ctype: str) -> None:
+    """Revision 3: every field in its declared domain (:mod:`claimgraph.core.commands`)."""
+    v = violation(COMMANDS[ctype], cast(dict[str, object], cmd))
+    if v is not None:
+        raise Refusal(Reason(v.reason), v.detail)
 
 
 def _invalid(state: GraphState, cmd: Command, d: Decision) -> None:

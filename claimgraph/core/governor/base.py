@@ -27,6 +27,16 @@ class Refusal(Exception):
         self.detail = detail
 
 
+class RuleFailed(Exception):
+    """An unexpected exception inside the rule ``rule``: ``decide`` records it as a
+    ``rejected``/``internal_error`` decision (the governor is total)."""
+
+    def __init__(self, rule: str, exc: Exception) -> None:
+        super().__init__(rule, type(exc).__name__)
+        self.rule = rule
+        self.cls = type(exc).__name__
+
+
 def conflict_id_for(command_id: str) -> str:
     """The id of the conflict a command opens (command ids are unique, so these are too)."""
     return f"cf:{command_id}"

@@ -16,6 +16,9 @@ Revisions:
    decides and the chain hash before it); the hostile-input and fail-closed fixes of the
    trust issue (see :data:`CHANGES`). The ``upgrade_rules`` decision that moves a graph to 2
    starts the chain, anchored on every decision before it.
+3. One declared input domain: every field of every command is checked against its domain in
+   the command catalogue before any rule runs (times end at year 9999), and a rule that fails
+   unexpectedly is a recorded ``internal_error`` rejection (see :data:`CHANGES`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from claimgraph.core.model import Decision
 __all__ = ["CHANGES", "CURRENT", "LEGACY", "at_least"]
 
 LEGACY = 1
-CURRENT = 2
+CURRENT = 3
 
 # What each revision changed, for `claimgraph rules show` and the docs.
 CHANGES: dict[int, tuple[str, ...]] = {
@@ -48,6 +51,15 @@ CHANGES: dict[int, tuple[str, ...]] = {
         "(misrouted); records without a key, or whose key is not a graph name, too",
         "a decision whose record would exceed LIMITS['decision_bytes'] is replaced by a "
         "rejection (too_large) that keeps the envelope and the chain, with no effect",
+    ),
+    3: (
+        "every field of every command is checked against its declared domain (type, range, "
+        "length, item count; claimgraph.core.commands) before any rule runs: a field outside "
+        "it is rejected invalid_field (field_too_large, invalid_id) naming the field and the "
+        "bound; times (asserted_at, expires_at) lie in [0, 253402300799999] ms (year 9999)",
+        "a rule that fails unexpectedly is recorded as rejected/internal_error naming the rule "
+        "and the exception's class, with no effect (under every revision: a raise never "
+        "produced a decision)",
     ),
 }
 
