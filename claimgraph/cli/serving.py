@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from claimgraph.cli.common import CTX, emit, graph_session, print_receipt, say
+from claimgraph.cli.common import CTX, HelpGroup, emit, graph_session, print_receipt, say
 from claimgraph.cli.tokens import serve_tokens, watch_schema
 from claimgraph.errors import ConfigError, IntegrityError
 from claimgraph.http.limits import HTTP_LIMITS, HttpLimits
@@ -17,10 +17,12 @@ from claimgraph.http.limits import HTTP_LIMITS, HttpLimits
 __all__ = ["key_app", "register", "runs_app", "serve"]
 
 runs_app = typer.Typer(
+    cls=HelpGroup,
     help="Runs: the version each run pinned, what it read and wrote; replay to prove its inputs.",
     no_args_is_help=True,
 )
 key_app = typer.Typer(
+    cls=HelpGroup,
     help="Ed25519 signing keys for producers that write to the commands log directly.",
     no_args_is_help=True,
 )
@@ -379,6 +381,6 @@ def _mount_mcp(app: Any, graph: Any, token_file: Any, host: str) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add ``serve``, ``runs`` and ``key`` to the CLI."""
-    app.command("serve")(serve)
-    app.add_typer(runs_app, name="runs")
-    app.add_typer(key_app, name="key")
+    app.command("serve", rich_help_panel="Serve and agents")(serve)
+    app.add_typer(runs_app, name="runs", rich_help_panel="Serve and agents")
+    app.add_typer(key_app, name="key", rich_help_panel="Keys and tokens")
