@@ -276,14 +276,15 @@ def serve(
         ),
     ] = 1.0,
     request_log: Annotated[
-        bool, typer.Option(help="One JSON line per request on stderr (README: Observability).")
+        bool, typer.Option(help="One JSON line per request on stderr (docs/how-to/observe.md).")
     ] = True,
 ) -> None:
     """Serve the graph over HTTP: the API, the review page (/review), a ticker and resolvers.
 
     Embedded by default (--data); with --bootstrap, the Kafka runtime: writes go to the
     commands topic and reads come from the projector's directory given as --data.
-    The --max-* options bound what one request and one principal may cost (README: Limits).
+    The --max-* options bound what one request and one principal may cost
+    (docs/reference/limits.md).
     """
     import uvicorn
 

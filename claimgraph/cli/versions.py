@@ -320,7 +320,7 @@ def erase(
 ) -> None:
     """Erase claims' payload (evidence, reasoning, properties) from every read at every version,
     for PRIVACY requests. Not for correcting wrong data: retract or resolve for that. The
-    claims stay in the graph; the logs keep their bytes (see the README)."""
+    claims stay in the graph; the logs keep their bytes (docs/how-to/versions.md)."""
 
     failed = False
     with graph_session() as g:
