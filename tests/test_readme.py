@@ -533,3 +533,14 @@ def test_readme_names_both_source_articles() -> None:
     text = README.read_text(encoding="utf-8")
     assert "السياق المشترك مشكلة اتساق، لا مشكلة تخزين" in text
     assert "Agent间冲突检测与协商机制：当多个Agent意见不一致时怎么办" in text
+
+
+def test_readme_links_point_at_files_that_exist() -> None:
+    """Every relative link of README.md names a file of the repository (the docs' own links
+    are checked by `make docs`, which builds with --strict)."""
+    text = README.read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    assert links
+    for link in links:
+        if "://" not in link:
+            assert (ROOT / link).exists(), link

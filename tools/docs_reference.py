@@ -34,13 +34,17 @@ ROOT = Path(__file__).resolve().parent.parent
 # -- markdown ----------------------------------------------------------------------------------
 
 _CODE = re.compile(r"(`[^`]+`)")
-_SPECIAL = re.compile(r"([\\*_\[\]<>#])")
+_SPECIAL = re.compile(r"([\\*_\[\]>#])")  # Python-Markdown's escapable ones; < is an entity
+
+
+def _escape(text: str) -> str:
+    return _SPECIAL.sub(r"\\\1", text).replace("<", "&lt;")
 
 
 def md(text: str | None) -> str:
     """Plain text (help, docstrings) as markdown: code spans kept, everything else escaped."""
     parts = _CODE.split(" ".join((text or "").split()))
-    return "".join(p if p.startswith("`") else _SPECIAL.sub(r"\\\1", p) for p in parts)
+    return "".join(p if p.startswith("`") else _escape(p) for p in parts)
 
 
 def cell(text: object) -> str:
@@ -52,7 +56,7 @@ def cell(text: object) -> str:
         elif p.startswith("`"):
             out.append(p)
         else:
-            out.append(_SPECIAL.sub(r"\\\1", p).replace("|", "&#124;"))
+            out.append(_escape(p).replace("|", "&#124;"))
     return "".join(out)
 
 
@@ -186,7 +190,7 @@ def _type(p: Any) -> str:
         return "flag"
     shown = str(p.display_type(_root_context())).strip("<>")
     if "|" in shown:
-        return " \\| ".join(code(c) for c in shown.split("|"))
+        return " or ".join(code(c) for c in shown.split("|"))
     return shown
 
 
@@ -303,7 +307,7 @@ def _schema_type(schema: dict[str, Any]) -> str:
     if "const" in schema:
         return code(json.dumps(schema["const"]))
     if "enum" in schema:
-        return " \\| ".join(code(e) for e in schema["enum"])
+        return " or ".join(code(e) for e in schema["enum"])
     t = schema.get("type", "any")
     if t == "array":
         return f"array of {_schema_type(schema.get('items', {}))}"
@@ -313,18 +317,35 @@ def _schema_type(schema: dict[str, Any]) -> str:
     return str(t)
 
 
+def _num(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
 def _limits(schema: dict[str, Any]) -> str:
-    words = {
-        "maxLength": "at most {} characters",
-        "minLength": "at least {} characters",
-        "maxItems": "at most {} items",
-        "minItems": "at least {} items",
-        "maximum": "≤ {}",
-        "minimum": "≥ {}",
-    }
-    found = [w.format(schema[k]) for k, w in words.items() if k in schema]
-    for alt in schema.get("anyOf", []):
-        found += [w.format(alt[k]) for k, w in words.items() if k in alt]
+    """A JSON schema's bounds in words: ``1 to 256 characters``, ``at most 100 items``."""
+    found = []
+    for alt in [schema, *schema.get("anyOf", [])]:
+        for lo, hi, unit in (
+            ("minLength", "maxLength", "characters"),
+            ("minItems", "maxItems", "items"),
+        ):
+            if lo in alt and hi in alt:
+                found.append(f"{_num(alt[lo])} to {_num(alt[hi])} {unit}")
+            elif hi in alt:
+                found.append(f"at most {_num(alt[hi])} {unit}")
+            elif lo in alt and alt[lo] > 0:
+                found.append(f"at least {_num(alt[lo])} {unit}")
+        low, high = alt.get("minimum"), alt.get("maximum")
+        if high is not None and high >= 2**63 - 1024:  # a 64-bit integer: no bound to state
+            high = None
+        if low is not None and high is not None:
+            found.append(f"{_num(low)} to {_num(high)}")
+        elif high is not None:
+            found.append(f"at most {_num(high)}")
+        elif low is not None:
+            found.append(f"at least {_num(low)}")
     return "; ".join(found)
 
 
@@ -361,7 +382,9 @@ def operations(doc: dict[str, Any] | None = None) -> list[tuple[str, str, dict[s
     ]
 
 
-def _operation(doc: dict[str, Any], method: str, path: str, op: dict[str, Any]) -> str:
+def _operation(
+    doc: dict[str, Any], method: str, path: str, op: dict[str, Any], common: dict[str, str]
+) -> str:
     out = [f"### {method} {path}\n"]
     if op.get("description"):
         out.append(paragraphs(op["description"]) + "\n")
@@ -396,12 +419,23 @@ def _operation(doc: dict[str, Any], method: str, path: str, op: dict[str, Any]) 
         props = properties_table(doc, schema)
         if props:
             out.append(props + "\n")
-    codes = ", ".join(
-        f"{code(status)} {md(r.get('description', ''))}"
-        for status, r in op.get("responses", {}).items()
-    )
-    out.append(f"Answers: {codes}.\n")
+    own = [(st, r) for st, r in op.get("responses", {}).items() if st not in common]
+    codes = ", ".join(f"{code(st)} {md(r.get('description', ''))}" for st, r in own)
+    shared = any(st in common for st in op.get("responses", {}))
+    out.append(f"Answers: {codes}" + ("; or one of the errors above." if shared else ".") + "\n")
     return "\n".join(out)
+
+
+def common_responses(doc: dict[str, Any]) -> dict[str, str]:
+    """The error responses most routes share (status → description), listed once."""
+    ops = operations(doc)
+    seen: dict[tuple[str, str], int] = {}
+    for _, _, op in ops:
+        for st, r in op.get("responses", {}).items():
+            if st.startswith(("4", "5")):
+                key = (st, r.get("description", ""))
+                seen[key] = seen.get(key, 0) + 1
+    return {st: what for (st, what), n in sorted(seen.items()) if n * 2 >= len(ops)}
 
 
 _TAGS = {
@@ -410,7 +444,7 @@ _TAGS = {
         "Each client command of the [command catalogue](commands.md) has its route "
         "`POST /v1/commands/<type>`; `POST /v1/commands` takes a batch of them.",
     ),
-    "reads": ("Reads", "Every read takes `at` (default: head) and answers as of that version."),
+    "reads": ("Reads", "A read of the graph takes `at` (default: head) and answers as of it."),
     "runs": ("Runs", "Traces of agents' runs: pinned version, reads, writes, tool calls."),
 }
 
@@ -427,6 +461,12 @@ def http_page() -> str:
         "their statuses are in [Exit codes](exit-codes.md). Identity comes from the bearer "
         "token (`Authorization: Bearer TOKEN`), never from a field of the body.\n",
     ]
+    common = common_responses(doc)
+    out.append(
+        "Most routes answer these errors besides their own, each as a problem body:\n\n"
+        + table(["Status", "When"], [[code(st), cell(what)] for st, what in common.items()])
+        + "\n"
+    )
     by_tag: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
     for method, path, op in operations(doc):
         by_tag.setdefault((op.get("tags") or ["other"])[0], []).append((method, path, op))
@@ -435,7 +475,7 @@ def http_page() -> str:
         out.append(f"## {title}\n")
         if intro:
             out.append(intro + "\n")
-        out += [_operation(doc, m, p, op) for m, p, op in ops]
+        out += [_operation(doc, m, p, op, common) for m, p, op in ops]
     return "\n".join(out)
 
 
