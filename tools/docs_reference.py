@@ -1019,7 +1019,7 @@ def configuration_page() -> str:
         )
         if keys:
             tables.append([code(f"[{'.'.join(path)}]"), ", ".join(code(k) for k in keys)])
-    env_rows = [[code(k), cell(v)] for k, v in option_envvars().items()]
+    env_rows = [[code(k), "the option " + code(v)] for k, v in option_envvars().items()]
     env_rows += [[code(k), cell(v)] for k, v in _environment().items()]
     return "\n".join(
         [
@@ -1046,7 +1046,7 @@ def configuration_page() -> str:
             "are described in the [command line reference](cli.md).\n",
             table(["Table", "Keys"], tables) + "\n",
             "## Environment variables\n",
-            "Those of the options above, and those the package reads itself.\n",
+            "Those the options read, and those the package reads itself.\n",
             table(["Variable", "What it sets"], env_rows) + "\n",
         ]
     )
@@ -1058,7 +1058,11 @@ def configuration_page() -> str:
 def queries_page() -> str:
     from claimgraph.mcp.toolspec import mcp_tools
 
-    reads = [(m, p, op) for m, p, op in operations() if (op.get("tags") or [""])[0] == "reads"]
+    reads = [
+        (m, p, op)
+        for m, p, op in operations()
+        if (op.get("tags") or [""])[0] == "reads" and p.startswith("/v1/")
+    ]
     cli_reads = [
         (path, cmd)
         for path, cmd in walk_cli()
@@ -1077,7 +1081,10 @@ def queries_page() -> str:
             "## HTTP read routes\n",
             table(
                 ["Route", "What it answers"],
-                [[code(f"{m} {p}"), cell(op.get("summary", ""))] for m, p, op in reads],
+                [
+                    [code(f"{m} {p}"), cell(_first(op.get("description") or op.get("summary")))]
+                    for m, p, op in reads
+                ],
             )
             + "\n",
             "Parameters and answers: [HTTP API](http.md).\n",
