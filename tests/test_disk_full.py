@@ -248,3 +248,49 @@ def test_a_write_that_fails_leaves_no_command_to_decide_later(graph: Graph) -> N
     with claimgraph.open(path) as g:  # a later open decides whatever is pending
         assert (g.logs.commands.end(), g.logs.decisions.end()) == end
         assert g.claim_info("c-1") is None
+
+
+TORN = DATA["torn_wal"]
+
+
+def test_a_full_disk_in_the_middle_of_a_large_batch_never_tears_the_log(tmp_path: Path) -> None:
+    """A multi-MB batch that meets a full tmpfs part-way through its write-ahead log record
+    (several amounts of free space), by ``submit`` and by one ``POST /v1/commands`` under
+    ``serve``: a DiskFullError (exit 8, 507), nothing of it decided; once space is freed every
+    command opens the graph with no rebuild, the next write succeeds, verify and audit pass."""
+    prefix = _namespace()
+    if prefix is None:
+        pytest.skip("no private mount namespace here (unshare/mount not permitted)")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    tokens = tmp_path / "tokens.json"
+    entries = [{"agent": p["agent"], "token": TOKENS[p["agent"]]} for p in PRINCIPALS]
+    tokens.write_text(json.dumps({"tokens": entries}))
+    script = (
+        f'mount -t tmpfs -o size={TORN["tmpfs_bytes"]} claimgraph-test "$0" && '
+        'exec "$1" -m tests.torn_wal_worker "$0" "$2" "$3"'
+    )
+    r = subprocess.run(
+        [*prefix, "sh", "-c", script, str(mnt), sys.executable, str(tmp_path), str(tokens)],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-4000:]
+    out = json.loads(r.stdout.splitlines()[-1])
+
+    def reopened(case: dict[str, Any]) -> None:
+        for step in ("head", "next", "verify", "audit"):
+            assert case[step]["rc"] == 0, (step, case[step]["stderr"])
+        assert case["next"]["lines"] == 1
+
+    for free, case in out["cli"].items():
+        assert case["free"] <= int(free) + 4096
+        sub = case["submit"]
+        assert sub["rc"] == 8 and sub["lines"] == 0, (free, sub)
+        assert "no space left" in sub["stderr"] and "internal error" not in sub["stderr"]
+        reopened(case)
+    for free, case in out["serve"].items():
+        assert case["batch"] == {"status": 507, "reason": "insufficient_storage"}, (free, case)
+        assert case["http_next"] == {"status": 200, "kind": "accepted"}, (free, case)
+        assert case["serve_rc"] == 0, case["serve_stderr"]
+        reopened(case)

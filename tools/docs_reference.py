@@ -742,7 +742,9 @@ def limits_page() -> str:
     from claimgraph.mcp import server
     from claimgraph.service.queries import QUERY_LIMITS
 
-    notes = source_comments(ROOT / "claimgraph/core/model.py", "LIMITS")
+    from claimgraph.core.commands import COMMANDS
+
+    notes = source_comments(ROOT / "claimgraph/core/commands.py", "LIMITS")
     out = [
         "# Limits\n",
         GENERATED,
@@ -761,10 +763,26 @@ def limits_page() -> str:
         + "\n",
         "## Fixed bounds\n",
         "Declared once in the code; the governor and every ingress enforce them.\n",
-        "### One command (`LIMITS`, `claimgraph/core/model.py`)\n",
+        "### One command (`LIMITS`, `claimgraph/core/commands.py`)\n",
         table(
             ["Key", "Value", "What it bounds"],
             [[code(k), code(v), cell(notes.get(k, ""))] for k, v in LIMITS.items()],
+        )
+        + "\n",
+        "### Every field's domain (the command catalogue)\n",
+        "The domain of each field of each command type, as declared in "
+        "`claimgraph/core/commands.py`. Under rules revision 3 the governor rejects a command "
+        "with a field outside it (`invalid_field`, `field_too_large` or `invalid_id`, naming "
+        "the field and the bound) before any rule runs; HTTP, MCP, the SDK and the CLI "
+        "commands refuse it with 422 / exit 4 and record nothing; `claimgraph submit` "
+        "records the rejection.\n",
+        table(
+            ["Command", "Field", "Domain"],
+            [
+                [code(spec.type), code(name), cell(dom.describe())]
+                for spec in COMMANDS.values()
+                for name, dom in spec.domains.items()
+            ],
         )
         + "\n",
         "### Resolver rules (`RuleLimits`, `claimgraph/core/rules.py`)\n",

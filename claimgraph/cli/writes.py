@@ -132,9 +132,9 @@ def submit(
     total = _size_of(stream)
     rejected = blank = decided = 0
     first = 0  # the line number of the chunk's first command
+    chunk: list[bytes] = []
     try:
         with graph_session() as g, progress("submit") as shown:
-            chunk: list[bytes] = []
             for lineno, raw, size in read_lines(stream, max_line):
                 if size <= max_line and not raw.strip():
                     blank += 1

@@ -333,7 +333,7 @@ _SPECS = (
     ),
     _spec(
         "register_key",
-        "Register an Ed25519 public key; the graph then requires signed commands.",
+        "Register an Ed25519 public key that may sign the commands of an agent.",
         {"key_id": ID, "key_agent": ID, "public_key": _bytes("", exactly=32)},
         Sender.ADMIN,
     ),
