@@ -12,21 +12,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from claimgraph.cli.common import err
+from claimgraph.logconf import events
 
 __all__ = ["Duties"]
 
-
-def _log(line: str) -> None:
-    err.print(line, markup=False)
+_log = events("serve")
 
 
 def _thread(name: str, target: Callable[[], None]) -> threading.Thread:
     def run() -> None:
         try:
             target()
-        except BaseException:  # a bug: say the duty stopped (the server goes on), re-raise
-            _log(f"claimgraph: the {name} stopped on an internal error")
+        except BaseException:  # a bug: say the duty stopped (serve goes on), re-raise: the
+            _log.error("serve.duty_stopped", duty=name)  # traceback is logged (thread.crashed)
             raise
 
     t = threading.Thread(target=run, name=f"claimgraph-{name}", daemon=True)
@@ -61,12 +59,12 @@ class Duties:
         if tick > 0:
             from claimgraph.service.ticker import DeadlineTicker
 
-            self.ticker = DeadlineTicker(graph, interval=tick, log=_log, lease=self.lease)
+            self.ticker = DeadlineTicker(graph, interval=tick, lease=self.lease)
             _thread("ticker", lambda: self.ticker.run(self.stop))
         if resolvers:
             from claimgraph.service.resolver_worker import ResolverWorker
 
-            self.worker = ResolverWorker(graph, allowed=self.allowed, lease=self.lease, log=_log)
+            self.worker = ResolverWorker(graph, allowed=self.allowed, lease=self.lease)
             _thread("resolver worker", lambda: self.worker.run(self.stop))
 
     def describe(self) -> str:

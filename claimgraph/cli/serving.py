@@ -354,8 +354,11 @@ def serve(
         from claimgraph.service.local_writer import listening
 
         with listening(graph):  # CLI writes from other processes, while serve holds the data
-            # access lines are INFO, never shown at "warning": off, uvicorn skips building them
-            uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+            # uvicorn's records go to the process's logging (no config, no levels of its own);
+            # no access lines: claimgraph.http logs each request
+            uvicorn.run(
+                app, host=host, port=port, log_config=None, log_level=None, access_log=False
+            )
     finally:
         stop.set()
         duties.close()
