@@ -1,5 +1,5 @@
-"""One log format: the JSON and console formatters, --log-level specs, repeats counted and
-the Kafka client bridge (claimgraph.logconf)."""
+"""One log format: the JSON and console formatters, --log-level specs, repeats counted, the
+Kafka client bridge and the MCP SDK's session-close record (claimgraph.logconf)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import claimgraph
@@ -28,6 +29,7 @@ from claimgraph.logconf import (
     events,
     parse_levels,
 )
+from claimgraph.mcp.transports import SessionCloseFilter
 from tests.conftest import ROOT
 
 
@@ -221,6 +223,36 @@ def test_kafka_client_lines_count_together_whatever_client_and_attempt() -> None
         assert [(r["what"][:16], r["count"]) for r in rep.msg.fields["repeats"]] == [
             ("FAIL 127.0.0.1:9", 19), ("FAIL Disconnecte", 1),
         ]  # fmt: skip
+
+
+def test_the_sdk_session_close_record_alone_is_demoted() -> None:
+    """mcp's "Error in standalone SSE writer" with a ClosedResourceError (a session that
+    ended normally) becomes DEBUG without the traceback, and is dropped at INFO; the same
+    message with another error, and any other error of the SDK, pass untouched."""
+    kept = _Kept()
+    with _alone("test.mcp.streamable_http", kept, logging.INFO) as logger:
+        logger.addFilter(SessionCloseFilter())
+
+        def raised(exc: BaseException) -> None:
+            try:
+                raise exc
+            except BaseException:
+                logger.exception("Error in standalone SSE writer")
+
+        raised(anyio.ClosedResourceError())
+        assert kept.records == []
+        raised(RuntimeError("a real failure"))
+        logger.error("Error in message router")
+        assert [(r.levelno, r.getMessage()) for r in kept.records] == [
+            (logging.ERROR, "Error in standalone SSE writer"),
+            (logging.ERROR, "Error in message router"),
+        ]
+        assert kept.records[0].exc_info is not None
+        logger.setLevel(logging.DEBUG)
+        raised(anyio.ClosedResourceError())
+        last = kept.records[-1]
+        assert last.levelno == logging.DEBUG and last.exc_info is None
+        assert "closed with the session" in last.getMessage()
 
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
