@@ -111,6 +111,7 @@ class LagWatcher:
                 self.measure()
             except KafkaException as exc:
                 _log.warning("lag.unmeasured", topic=self.tp.topic, error=str(exc))
+            self._consumer.poll(0)  # serves its client's log lines (nothing is assigned)
             if self.on_tick is not None:
                 self.on_tick()
             if self._stop.wait(self.interval):
