@@ -279,6 +279,7 @@ def test_serve_runs_resolvers_and_only_its_own_arbiters(tmp_path: Path) -> None:
     passed = [(e["resolver"], e["why"]) for e in events if e["event"] == "resolvers.passed"]
     assert [r for r, _ in passed] == ["arbiter:evil"]
     assert "arbiter 'evil' is not on this server's allow-list" in passed[0][1]
+    assert [e for e in events if e["level"] not in ("info", "debug")] == []
 
 
 def test_plain_claims_cost_the_worker_no_pass(refunds: Graph) -> None:
