@@ -326,3 +326,18 @@ def test_a_warning_is_json_on_a_pipe_and_readable_on_a_terminal(tmp_path: Path) 
     assert p.returncode == 0
     (line,) = text.decode().splitlines()
     assert " WARNING writer writer.no_socket path=" in line and not line.startswith("{")
+
+
+def test_the_logging_page_names_every_logger_and_event() -> None:
+    """docs/logging.md lists each component's logger and every event the package logs."""
+    import re
+
+    page = (ROOT / "docs" / "logging.md").read_text(encoding="utf-8")
+    assert all(f"`claimgraph.{c}`" in page for c in COMPONENTS)
+    said = set()
+    for path in (ROOT / "claimgraph").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        said |= set(re.findall(r'_log\.(?:debug|info|warning|error)\(\s*"([a-z_.]+)"', text))
+        said |= set(re.findall(r'_say_once\(\s*"([a-z_.]+)"', text))
+    assert len(said) >= 30  # the regex finds them (a sanity floor)
+    assert sorted(e for e in said if f"`{e}`" not in page) == []
