@@ -3,8 +3,8 @@
 Every error claimgraph raises on purpose is a :class:`ClaimgraphError`. The root's children
 are the *families*: each has an exit code of its own (``exit_code``, which the CLI's ``main``
 exits with) and an HTTP status (mapped in ``claimgraph.http.problems``). A member shares its
-family's exit code and may narrow the status. The tree below and README.md's exit-code table
-are tested against these classes.
+family's exit code and may narrow the status. The tree below is tested against these classes,
+and the docs' exit-code page (docs/reference/exit-codes.md) is generated from it.
 
                               exit  HTTP
 ClaimgraphError                  1  500      root; nothing is raised as the root itself
@@ -110,7 +110,7 @@ class InputError(ClaimgraphError):
 
 
 class LimitError(InputError):
-    """Input beyond a documented limit (README's table of limits), refused before the work.
+    """Input beyond a documented limit (docs/reference/limits.md), refused before the work.
 
     ``reason`` is the reason code it answers with (``too_large``: 413, a body, a line, a run's
     trace; ``too_many``: 429, more requests, waits or pins at once than one principal may

@@ -1,10 +1,9 @@
-"""End to end through the real ``claimgraph`` command: README synopsis, submit, errors, demo."""
+"""End to end through the real ``claimgraph`` command: the docs' synopsis, submit, errors, demo."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -14,8 +13,8 @@ import pytest
 
 from claimgraph.demo.inventory import run_demo
 from tests.conftest import ROOT
+from tests.docs_text import blocks
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
 CLI = [sys.executable, "-m", "claimgraph"]
 
 
@@ -28,18 +27,14 @@ def _run(args: list[str], cwd: Path, stdin: str | None = None) -> subprocess.Com
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
-    """A directory with the repository's schemas/ beside it, as the README assumes."""
+    """A directory with the repository's schemas/ beside it, as the docs assume."""
     shutil.copytree(ROOT / "schemas", tmp_path / "schemas")
     return tmp_path
 
 
-def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
-
-
 def test_readme_cli_synopsis_runs(workdir: Path) -> None:
-    """Every claimgraph command in the README's usage blocks exits 0, in order."""
-    script = "\n".join(b for b in _blocks("bash") if "claimgraph --data ./g" in b)
+    """Every claimgraph command of the docs' blocks on ./g exits 0, in reading order."""
+    script = "\n".join(b for b in blocks("bash") if "claimgraph --data ./g " in b)
     script = script.replace("\\\n", " ")
     ran = 0
     for line in script.splitlines():
@@ -66,10 +61,10 @@ def test_readme_cli_synopsis_runs(workdir: Path) -> None:
 def test_readme_python_synopsis_runs(
     workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The README's Python example runs and prints what its comments say."""
+    """The docs' Python example runs and prints what its comments say."""
     monkeypatch.chdir(workdir)
-    (code,) = _blocks("python")
-    exec(compile(code, "README.md", "exec"), {})
+    (code,) = blocks("python")
+    exec(compile(code, "docs/tutorials/first-graph.md", "exec"), {})
     printed = capsys.readouterr().out.split("\n")
     assert printed[0] == "accepted new 1"
     assert printed[1] == "present"

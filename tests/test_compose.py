@@ -223,10 +223,11 @@ def _service(name: str, svc: dict[str, Any], m: HostMap, tmp: Path) -> Iterator[
 
 
 def readme_compose_cli_commands() -> list[list[str]]:
-    """The README's ``docker compose ... run --rm cli ARGS`` commands, as ARGS."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The docs' ``docker compose ... run --rm cli ARGS`` commands, as ARGS."""
+    from tests.docs_text import blocks
+
     out = []
-    for block in re.findall(r"```bash\n(.*?)```", readme, flags=re.S):
+    for block in blocks("bash"):
         for line in block.replace("\\\n", " ").splitlines():
             words = shlex.split(line.split("  #")[0])
             if words[:2] == ["docker", "compose"] and "run" in words:

@@ -1,4 +1,5 @@
-"""One exception tree: drawn in errors.py, listed in README.md, mapped by family at the edges."""
+"""One exception tree: drawn in errors.py, listed in the docs' exit codes, mapped by family at
+the edges."""
 
 from __future__ import annotations
 
@@ -96,11 +97,13 @@ def test_every_error_is_public() -> None:
         assert getattr(claimgraph, name) is TREE[name]
 
 
-# -- README.md's table -----------------------------------------------------------------------
+# -- the docs' table (reference/exit-codes.md, generated from errors.py) ----------------------
 
 
 def _readme_rows() -> list[tuple[int, str, str, str]]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    from tests.docs_text import reference_page
+
+    text = reference_page("reference/exit-codes.md")
     start = text.index("| Exit | Error | Meaning | HTTP |")
     rows = []
     for line in text[start:].splitlines()[2:]:
@@ -112,7 +115,7 @@ def _readme_rows() -> list[tuple[int, str, str, str]]:
 
 
 def test_readme_exit_code_table_is_the_tree() -> None:
-    """README.md's exit-code table lists every family with its exit code and HTTP statuses,
+    """The docs' exit-code table lists every family with its exit code and HTTP statuses,
     and every error it names is in that family."""
     listed: set[str] = set()
     for code, error, meaning, http in _readme_rows():

@@ -1,4 +1,5 @@
-"""README's table of limits is the code's: every limit option, with the default it has."""
+"""The docs' table of limits (reference/limits.md, generated from the code) is the code's: every
+limit option, with the default it has and what happens past it, and every fixed bound."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import re
 import typer.main
 
 from claimgraph.cli.main import app
+from claimgraph.core.model import LIMITS
 from claimgraph.service.resolvers import RESOLVER_LIMITS
-from tests.conftest import ROOT
+from tests.docs_text import docs_reference, reference_page
 
 # resolvers run takes None for "the library's default": the defaults it stands for
 _LIBRARY = {
@@ -19,7 +21,7 @@ _LIBRARY = {
 
 
 def _rows() -> list[tuple[str, str, str]]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = reference_page("reference/limits.md")
     start = text.index("| What is bounded | Default | Option | Past it |")
     out = []
     for line in text[start:].splitlines()[2:]:
@@ -57,3 +59,19 @@ def test_the_limits_table_lists_every_limit_option_with_its_default() -> None:
             if flag.startswith("--max-"):
                 assert (command, flag) in listed, (command, flag)
     assert set(_LIBRARY) <= listed
+
+
+def test_what_happens_past_each_limit_is_said_once_for_each_option() -> None:
+    """The generator says what happens past every limit option, and of no option that is gone
+    (a new --max-* option fails here until its consequence is written down)."""
+    gen = docs_reference()
+    options = {(command, max(p.opts, key=len)) for command, p in gen.limit_options()}
+    assert set(gen.PAST) == options
+    assert set(gen.LIBRARY_DEFAULTS) == set(_LIBRARY)
+
+
+def test_every_fixed_bound_of_a_command_is_on_the_page() -> None:
+    """Every key of LIMITS (core/model.py) is a row, with its value."""
+    text = reference_page("reference/limits.md")
+    for key, value in LIMITS.items():
+        assert f"| `{key}` | `{value}` |" in text, key

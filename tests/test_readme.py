@@ -1,13 +1,16 @@
-"""Every fenced block of README.md is executed (or checked) by a named test.
+"""Every fenced block of the docs — README.md, CHANGELOG.md and docs/ — is executed (or
+checked) by a named test.
 
-``INVENTORY`` maps each block — by its language and a line only it has — to the test that
-runs it. ``test_every_readme_block_has_a_test`` fails when a block has no entry (a new block
-comes with its test), when an entry matches no block or several, or when its test does not
-exist. The blocks run here run against real processes: ``claimgraph serve`` on a free port,
-the SDK over HTTP, MCP over stdio, a real Kafka broker, and one asking SASL/PLAIN.
+``INVENTORY`` maps each block — by its language and a line only it has, among all the docs —
+to the test that runs it. ``test_every_readme_block_has_a_test`` fails when a block has no
+entry (a new block comes with its test), when an entry matches no block or several, or when
+its test does not exist. The blocks run here run against real processes: ``claimgraph serve``
+on a free port, the SDK over HTTP, MCP over stdio, a real Kafka broker, and one asking
+SASL/PLAIN. The generated reference pages have no blocks (``tests/test_reference_docs.py``).
 
 To add a block: write it, add ``(lang, a line only it has, "tests/FILE.py::TEST")`` below and
-make that test run it (``Shell.run`` runs a bash block line by line).
+make that test run it (``Shell.run`` runs a bash block line by line). ``tests/docs_text.py``
+reads the docs in reading order (the README, then mkdocs.yml's nav).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
+from tests.docs_text import block, doc_blocks, doc_files
 from tests.kafka_fixtures import SASL_PASSWORD, SASL_USER
 from tests.kafka_helpers import free_port, wait_projected
 
@@ -46,6 +50,7 @@ README = ROOT / "README.md"
 # (language, a line that only this block has, "tests module::the test that executes it")
 INVENTORY: list[tuple[str, str, str]] = [
     ("bash", "make demo     # the main job", "test_readme::test_make_targets"),
+    ("bash", "claimgraph --data ./tour init", "test_readme::test_readme_tour"),
     ("bash", "pip install -e '.[http,kafka]'", "test_cli::test_readme_cli_synopsis_runs"),
     ("bash", "cat > cmds.jsonl <<'EOF'", "test_cli::test_readme_cli_synopsis_runs"),
     ("python", 'with claimgraph.open("./g2"', "test_cli::test_readme_python_synopsis_runs"),
@@ -67,40 +72,20 @@ INVENTORY: list[tuple[str, str, str]] = [
     ("bash", "checkpoint create", "test_cli::test_readme_cli_synopsis_runs"),
     ("bash", "rebuild && claimgraph --data ./g audit", "test_cli::test_readme_cli_synopsis_runs"),
     ("", "claimgraph/", "test_readme::test_layout_block"),
+    ("", "[commands log]", "test_readme::test_shape_block"),
 ]  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Block:
-    line: int
-    lang: str
-    text: str
-
-
-def readme_blocks() -> list[Block]:
-    text = README.read_text(encoding="utf-8")
-    return [
-        Block(text[: m.start()].count("\n") + 1, m.group(1), m.group(2))
-        for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)
-    ]
-
-
-def block(lang: str, marker: str) -> str:
-    """The text of the one block of ``lang`` that has ``marker`` on a line."""
-    (found,) = [b.text for b in readme_blocks() if b.lang == lang and marker in b.text]
-    return found
-
-
 def test_every_readme_block_has_a_test() -> None:
-    """Each block matches exactly one inventory entry, each entry one block, and each named
-    test exists."""
-    blocks = readme_blocks()
+    """Each block of the docs matches exactly one inventory entry, each entry one block, and
+    each named test exists."""
+    blocks = doc_blocks()
     assert len(blocks) >= 20
     unmatched = []
     for b in blocks:
         hits = [e for e in INVENTORY if e[0] == b.lang and e[1] in b.text]
         if len(hits) != 1:
-            unmatched.append(f"README.md:{b.line} ```{b.lang} matches {len(hits)} entries")
+            unmatched.append(f"{b.where} ```{b.lang} matches {len(hits)} entries")
     assert not unmatched, "add each block to INVENTORY with its test:\n" + "\n".join(unmatched)
     for lang, marker, test in INVENTORY:
         n = sum(1 for b in blocks if b.lang == lang and marker in b.text)
@@ -117,7 +102,7 @@ CLI = [sys.executable, "-m", "claimgraph"]
 
 @dataclass
 class Shell:
-    """Runs README bash lines: ``claimgraph`` commands (as this checkout's), ``export``,
+    """Runs the docs' bash lines: ``claimgraph`` commands (as this checkout's), ``export``,
     heredocs, ``A && B``, a trailing ``&`` (a background process), ``kill %N``. Every
     command must exit 0, or the code its comment opens with (``# exit 2: why``). ``hook``
     takes lines the caller stands in for (``make kafka``: the fixture's broker): True."""
@@ -167,7 +152,7 @@ class Shell:
                 self.check(shlex.split(part), int(expect.group(1)) if expect else 0)
 
     def argv(self, words: list[str]) -> list[str]:
-        assert words[0] == "claimgraph", f"README line runs {words[0]!r}: give the test a hook"
+        assert words[0] == "claimgraph", f"a docs line runs {words[0]!r}: give the test a hook"
         return [*CLI, *words[1:]]
 
     def check(self, words: list[str], code: int = 0) -> subprocess.CompletedProcess[str]:
@@ -236,10 +221,19 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float
 
 
 def test_make_targets(tmp_path: Path) -> None:
-    """The make targets the README names exist; `make demo` runs the demo, which works."""
-    readme = README.read_text(encoding="utf-8")
-    targets = set(re.findall(r"^make (\w[\w-]*)", readme, flags=re.M))
-    assert {"demo", "test", "kafka"} <= targets
+    """The make targets the docs name exist, and `make help` lists every target of the
+    Makefile; `make demo` runs the demo, which works."""
+    docs = "\n".join(p.read_text(encoding="utf-8") for p in doc_files())
+    targets = set(re.findall(r"^make (\w[\w-]*)", docs, flags=re.M))
+    targets |= set(re.findall(r"`make (\w[\w-]*)`", docs))
+    assert {"demo", "test", "kafka", "docs", "install", "clean"} <= targets
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    rules = set(re.findall(r"^([a-z][\w-]*):(?!=)", makefile, flags=re.M))
+    (phony,) = re.findall(r"^\.PHONY: (.*)$", makefile, flags=re.M)
+    assert rules == set(phony.split())
+    helped = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True)
+    listed = set(re.findall(r"^make (\S+)", helped.stdout, flags=re.M))
+    assert listed == rules - {"help"}, helped.stdout
     for t in sorted(targets):
         r = subprocess.run(["make", "-n", t], cwd=ROOT, capture_output=True, text=True)
         assert r.returncode == 0, (t, r.stderr)
@@ -491,3 +485,62 @@ def test_layout_block() -> None:
     folders = {w.strip("/") for line in named for w in line.split()}
     real = {p.name for p in (ROOT / "claimgraph").iterdir() if (p / "__init__.py").exists()}
     assert folders == real, (folders, real)
+
+
+def test_shape_block() -> None:
+    """The architecture diagram names the two logs and the folders of claimgraph/ that hold
+    each stage, and those folders exist."""
+    text = block("", "[commands log]")
+    assert "[decisions log]" in text and "governor" in text and "projector" in text
+    folders = re.findall(r"\b([a-z]+(?:/[a-z]+)*)/(?=[ ,]|$)", text, flags=re.M)
+    assert {"logs", "core/governor", "streams", "projections"} <= set(folders), folders
+    for folder in folders:
+        assert (ROOT / "claimgraph" / folder / "__init__.py").exists(), folder
+
+
+def test_readme_tour(workdir: Path) -> None:
+    """The README's five-minute tour runs as written: the rejected write exits 1, the second
+    owner quarantines the edge, the resolver's verdict releases the winner, verify and audit
+    pass."""
+    with shell(workdir) as sh:
+        sh.run(block("bash", "claimgraph --data ./tour init"))
+    out = {" ".join(w[3:5]): r.stdout for w, r in sh.ran}
+    gets = [r.stdout for w, r in sh.ran if w[3] == "get"]
+    assert "environment:prod [present]" in gets[0] and "environment:staging" in gets[1]
+    assert "UNKNOWN (conflict cf:own-2)" in gets[2], gets[2]
+    assert "cf:own-2" in out["quarantine"]
+    assert "RESOLVED winner" in out["resolve cf:own-2"]
+    assert [r.returncode for w, r in sh.ran if "intern-bot" in w] == [1]
+
+
+# Figures with a unit: what BENCHMARKS.md measures, and the README must not repeat.
+_FIGURE = re.compile(
+    r"\d[\d,.]*\s*(?:%|×|x\b|µs|ms\b|s\b|/s\b|k/s|MiB|GiB|KiB|MB\b|GB\b|B per|bytes per)"
+)
+
+
+def test_readme_is_short_and_states_no_measured_figure() -> None:
+    """README.md is at most ~10 KB, quotes no measured figure (BENCHMARKS.md has them) and
+    links to BENCHMARKS.md and CHANGELOG.md."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.encode("utf-8")) <= 10 * 1024
+    assert _FIGURE.findall(text) == []
+    assert "(BENCHMARKS.md)" in text and "(CHANGELOG.md)" in text
+
+
+def test_readme_names_both_source_articles() -> None:
+    """The README names the two articles claimgraph restates, by their titles."""
+    text = README.read_text(encoding="utf-8")
+    assert "السياق المشترك مشكلة اتساق، لا مشكلة تخزين" in text
+    assert "Agent间冲突检测与协商机制：当多个Agent意见不一致时怎么办" in text
+
+
+def test_readme_links_point_at_files_that_exist() -> None:
+    """Every relative link of README.md names a file of the repository (the docs' own links
+    are checked by `make docs`, which builds with --strict)."""
+    text = README.read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    assert links
+    for link in links:
+        if "://" not in link:
+            assert (ROOT / link).exists(), link

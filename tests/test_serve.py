@@ -67,13 +67,12 @@ def test_serve_prints_where_things_are_and_serves_the_sdk(tmp_path: Path) -> Non
 
 
 def test_readme_sdk_synopsis_runs_over_http(tmp_path: Path) -> None:
-    """The README's SDK example (connect, snapshot, run, wait, replay) runs against the app."""
-    import re
-
+    """The docs' SDK example (connect, snapshot, run, wait, replay) runs against the app."""
     from claimgraph.http.app import create_app
     from claimgraph.http.auth import Principal, TokenFile, token_digest
+    from tests.docs_text import blocks
 
-    (code,) = re.findall(r"```py\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    (code,) = blocks("py")
     code = code.replace(
         'claimgraph.connect("http://127.0.0.1:8080", token="release-token-change-me")',
         'claimgraph.connect("http://x", token="release-token", app=APP)',
@@ -84,7 +83,7 @@ def test_readme_sdk_synopsis_runs_over_http(tmp_path: Path) -> None:
         g.publish_schema(inventory, agent="platform-admin")
         out: list[str] = []
         env = {"APP": create_app(g, tokens), "print": lambda *a: out.append(" ".join(map(str, a)))}
-        exec(compile(code, "README.md", "exec"), env)
+        exec(compile(code, "docs/tutorials/agents.md", "exec"), env)
         # the claim landed at head; replay: same inputs; the batch read at its version
         assert out == [f"{g.head()} True", "['present', 'absent']"]
         (summary,) = g.runs()

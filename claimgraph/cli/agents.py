@@ -111,5 +111,5 @@ def tools(
 
 def register(root: typer.Typer = app) -> None:
     """Add ``mcp`` and ``tools`` to the CLI."""
-    root.command("mcp")(mcp)
-    root.command("tools")(tools)
+    root.command("mcp", rich_help_panel="Serve and agents")(mcp)
+    root.command("tools", rich_help_panel="Serve and agents")(tools)

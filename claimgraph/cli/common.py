@@ -7,6 +7,7 @@ Errors exit non-zero with one clear line (exit codes come from the error classes
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ import typer
 from pydantic_core import to_json
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from typer.core import TyperGroup
 
 from claimgraph.cli.config import (
     ConfigFile,
@@ -37,8 +39,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CTX",
+    "PANELS",
     "AgentOpt",
     "AtOpt",
+    "HelpGroup",
     "JsonOpt",
     "TaskOpt",
     "WaitOpt",
@@ -47,6 +51,7 @@ __all__ = [
     "emit",
     "emit_lines",
     "err",
+    "first_sentence",
     "graph_session",
     "out",
     "print_receipt",
@@ -56,8 +61,63 @@ __all__ = [
     "when",
 ]
 
+# The panels of ``claimgraph --help``, in order: every command names one (rich_help_panel).
+PANELS = (
+    "Start",
+    "Write",
+    "Read",
+    "Govern",
+    "Versions and retention",
+    "Serve and agents",
+    "Kafka",
+    "Keys and tokens",
+)
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`])")
+
+
+def first_sentence(text: str | None) -> str:
+    """The first sentence of a help text, whole: its first paragraph up to the first full stop
+    followed by a new sentence (a listing shows it wrapped, never cut)."""
+    paragraph = " ".join((text or "").strip().split("\n\n")[0].split())
+    return _SENTENCE_END.split(paragraph, maxsplit=1)[0]
+
+
+class HelpGroup(TyperGroup):
+    """A command group whose help lists its commands by panel, each with its first sentence
+    whole, and which prints its help and exits 0 when given no arguments.
+
+    The help stays plain text (``rich_markup_mode=None``): rich markup would swallow the
+    ``[kafka]`` and ``[serve]`` table names the help texts give, and plain text greps. The
+    context and formatter are click's (typer's own copy of click, in recent typers): typed
+    ``Any`` here, as the rest of the CLI duck-types them.
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            typer.echo(ctx.get_help(), color=ctx.color)
+            ctx.exit(0)
+        rest: list[str] = super().parse_args(ctx, args)
+        return rest
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        panels: dict[str, list[tuple[str, str]]] = {}
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is None or cmd.hidden:
+                continue
+            panel = getattr(cmd, "rich_help_panel", None) or "Commands"
+            panels.setdefault(panel, []).append((name, first_sentence(cmd.help)))
+        order = {p: i for i, p in enumerate(PANELS)}
+        width = max((len(name) for rows in panels.values() for name, _ in rows), default=0)
+        for panel in sorted(panels, key=lambda p: order.get(p, len(order))):
+            with formatter.section(panel):  # one column width in every panel
+                formatter.write_dl([(name.ljust(width), text) for name, text in panels[panel]])
+
+
 app = typer.Typer(
     name="claimgraph",
+    cls=HelpGroup,
     help="A governed, event-sourced knowledge graph for multi-agent systems.\n\n"
     "Every edge is a claim; every read is at a version. Start with: claimgraph demo",
     no_args_is_help=True,
@@ -66,9 +126,11 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 schema_app = typer.Typer(
-    help="Validate, publish and show the graph schema (policy).", no_args_is_help=True
+    cls=HelpGroup,
+    help="Validate, publish and show the graph schema (policy).",
+    no_args_is_help=True,
 )
-app.add_typer(schema_app, name="schema")
+app.add_typer(schema_app, name="schema", rich_help_panel="Start")
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -143,6 +205,16 @@ def _source(ctx: typer.Context, name: str, envvar: str | None, flag: str) -> str
     if src == "DEFAULT_MAP":
         return f"file {CTX.config.path}"
     return "default"
+
+
+def _version(value: bool) -> None:
+    """Eager: print the package version and the core this process loaded, then exit."""
+    if value:
+        from claimgraph import __version__
+        from claimgraph.native import which
+
+        say(f"claimgraph {__version__} ({which()} core)")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -220,6 +292,15 @@ def _root(
             "its repeats are counted in one line per interval (0: print every one).",
         ),
     ] = DEFAULT_INTERVAL,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_version,
+            help="Print the version and the core in use (native or python), then exit.",
+        ),
+    ] = False,
 ) -> None:
     configure(log_level, log_format, log_interval)  # first: whatever follows may log
     CTX.data = data

@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 # root options that are not configuration values themselves
-NOT_IN_FILE = ("config", "kafka_property")
+NOT_IN_FILE = ("config", "kafka_property", "version")
 ENV_KAFKA = "CLAIMGRAPH_KAFKA_"
 # tables under [kafka] that hold a kafka subcommand's options, not librdkafka properties
 KAFKA_GROUP_COMMANDS = ("init", "place", "status")

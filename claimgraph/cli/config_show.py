@@ -6,12 +6,13 @@ from typing import Any
 
 import typer
 
-from claimgraph.cli.common import CTX, JsonOpt, emit, say
+from claimgraph.cli.common import CTX, HelpGroup, JsonOpt, emit, say
 from claimgraph.cli.config import Setting, mask
 
 __all__ = ["config_app", "effective", "register"]
 
 config_app = typer.Typer(
+    cls=HelpGroup,
     help="The configuration: flags > CLAIMGRAPH_* environment > --config FILE > defaults.",
     no_args_is_help=True,
 )
@@ -47,4 +48,4 @@ def config_show(as_json: JsonOpt = False) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.add_typer(config_app, name="config")
+    app.add_typer(config_app, name="config", rich_help_panel="Start")

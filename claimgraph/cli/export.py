@@ -32,4 +32,4 @@ def export_cmd(
 
 def register(root: typer.Typer = app) -> None:
     """Add ``export`` to the CLI."""
-    root.command("export")(export_cmd)
+    root.command("export", rich_help_panel="Read")(export_cmd)

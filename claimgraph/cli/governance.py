@@ -8,12 +8,13 @@ from typing import Annotated, Any
 
 import typer
 
-from claimgraph.cli.common import emit, graph_session, print_receipt, say
+from claimgraph.cli.common import HelpGroup, emit, graph_session, print_receipt, say
 from claimgraph.errors import InputError, NotFoundError
 
 __all__ = ["register", "resolvers_app"]
 
 resolvers_app = typer.Typer(
+    cls=HelpGroup,
     help="Run the resolver chains that edge types declare (rules, votes, arbiter, ...).",
     no_args_is_help=True,
 )
@@ -295,9 +296,9 @@ def calibration_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("escalations")(escalations_cmd)
-    app.command("escalate")(escalate_cmd)
-    app.command("tick")(tick_cmd)
-    app.command("ticker")(ticker_cmd)
-    app.command("calibration")(calibration_cmd)
-    app.add_typer(resolvers_app, name="resolvers")
+    app.command("escalations", rich_help_panel="Govern")(escalations_cmd)
+    app.command("escalate", rich_help_panel="Govern")(escalate_cmd)
+    app.command("tick", rich_help_panel="Govern")(tick_cmd)
+    app.command("ticker", rich_help_panel="Govern")(ticker_cmd)
+    app.command("calibration", rich_help_panel="Govern")(calibration_cmd)
+    app.add_typer(resolvers_app, name="resolvers", rich_help_panel="Govern")

@@ -8,12 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from claimgraph.cli.common import CTX, emit, say
+from claimgraph.cli.common import CTX, HelpGroup, emit, say
 from claimgraph.errors import ConfigError
 
 __all__ = ["audit_kafka", "kafka_app", "register", "verify_kafka"]
 
-kafka_app = typer.Typer(help="Topics and status of the Kafka runtime.", no_args_is_help=True)
+kafka_app = typer.Typer(
+    cls=HelpGroup, help="Topics and status of the Kafka runtime.", no_args_is_help=True
+)
 
 
 @kafka_app.command("init")
@@ -277,6 +279,6 @@ def audit_kafka(as_json: bool) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.add_typer(kafka_app, name="kafka")
-    app.command("governor")(governor)
-    app.command("projector")(projector)
+    app.add_typer(kafka_app, name="kafka", rich_help_panel="Kafka")
+    app.command("governor", rich_help_panel="Kafka")(governor)
+    app.command("projector", rich_help_panel="Kafka")(projector)

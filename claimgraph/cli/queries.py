@@ -84,5 +84,5 @@ def reach(
 
 def register(root: typer.Typer = app) -> None:
     """Add ``paths`` and ``reach`` to the CLI."""
-    root.command("paths")(paths)
-    root.command("reach")(reach)
+    root.command("paths", rich_help_panel="Read")(paths)
+    root.command("reach", rich_help_panel="Read")(reach)

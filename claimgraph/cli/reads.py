@@ -25,7 +25,7 @@ from claimgraph.errors import ConfigError, InputError, NotFoundError
 # -- reads ------------------------------------------------------------------------------------
 
 
-@app.command()
+@app.command(rich_help_panel="Read")
 def head(as_json: JsonOpt = False) -> None:
     """The newest version (the offset of the last applied decision; -1 when empty)."""
     with graph_session() as g:
@@ -39,7 +39,7 @@ def head(as_json: JsonOpt = False) -> None:
             )
 
 
-@app.command()
+@app.command(rich_help_panel="Read")
 def get(
     edge_type: Annotated[str, typer.Argument(help="Edge type.")],
     subject: Annotated[str, typer.Argument(help="Subject node as type:id.")],
@@ -99,7 +99,7 @@ def _ms(value: str | None) -> int | None:
         raise InputError(f"{value!r} is not a time: {exc}") from None
 
 
-@app.command()
+@app.command(rich_help_panel="Read")
 def neighbors(
     node: Annotated[str, typer.Argument(help="Node as type:id.")],
     edge_type: Annotated[str | None, typer.Option("--type", help="Only this edge type.")] = (None),
@@ -155,7 +155,7 @@ def neighbors(
             out.print("  (no neighbours)", markup=False)
 
 
-@app.command()
+@app.command(rich_help_panel="Read")
 def history(
     edge_type: Annotated[str, typer.Argument(help="Edge type.")],
     subject: Annotated[str, typer.Argument(help="Subject node as type:id.")],
@@ -180,7 +180,7 @@ def history(
             )
 
 
-@app.command()
+@app.command(rich_help_panel="Read")
 def quarantine(
     at: AtOpt = None,
     include_closed: Annotated[bool, typer.Option("--all", help="Include closed conflicts.")] = (
@@ -218,7 +218,7 @@ def quarantine(
                 )
 
 
-@app.command("claim")
+@app.command("claim", rich_help_panel="Read")
 def claim_show(
     claim_id: Annotated[str, typer.Argument(help="Claim id (its command id).")],
     at: AtOpt = None,
@@ -256,7 +256,7 @@ def claim_show(
             out.print(f"{k:>17}: {info.get(k)}", markup=False)
 
 
-@app.command("log")
+@app.command("log", rich_help_panel="Read")
 def log_cmd(
     start: Annotated[int, typer.Option("--from", help="First version.")] = 0,
     limit: Annotated[int, typer.Option(help="How many decisions.")] = 50,
@@ -291,7 +291,7 @@ FromOpt = Annotated[int | None, typer.Option("--from", help="First version of a 
 ToOpt = Annotated[int | None, typer.Option("--to", help="Last version of a range.")]
 
 
-@app.command()
+@app.command(rich_help_panel="Versions and retention")
 def verify(
     as_json: JsonOpt = False,
     start: FromOpt = None,
@@ -326,7 +326,7 @@ def verify(
         )
 
 
-@app.command()
+@app.command(rich_help_panel="Versions and retention")
 def audit(
     samples: Annotated[int, typer.Option(help="Versions to digest besides head.")] = 3,
     at: Annotated[int | None, typer.Option("--at", help="Compare this one version.")] = None,
@@ -357,7 +357,7 @@ def audit(
             out.print(f"  digest at v{v}: {dg}", markup=False)
 
 
-@app.command()
+@app.command(rich_help_panel="Start")
 def demo(
     into: Annotated[
         Path | None,

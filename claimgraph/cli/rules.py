@@ -6,13 +6,23 @@ from typing import Annotated
 
 import typer
 
-from claimgraph.cli.common import CTX, AgentOpt, JsonOpt, emit, graph_session, print_receipt, say
+from claimgraph.cli.common import (
+    CTX,
+    AgentOpt,
+    HelpGroup,
+    JsonOpt,
+    emit,
+    graph_session,
+    print_receipt,
+    say,
+)
 from claimgraph.core.governor.revisions import CHANGES, CURRENT, LEGACY
 from claimgraph.errors import ConfigError
 
 __all__ = ["register", "rules_app"]
 
 rules_app = typer.Typer(
+    cls=HelpGroup,
     help="Governor rules revisions: which one decides this graph, and upgrading it.",
     no_args_is_help=True,
 )
@@ -70,5 +80,5 @@ def digest(
 
 
 def register(app: typer.Typer) -> None:
-    app.add_typer(rules_app, name="rules")
-    app.command("digest")(digest)
+    app.add_typer(rules_app, name="rules", rich_help_panel="Govern")
+    app.command("digest", rich_help_panel="Versions and retention")(digest)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from claimgraph.cli.common import CTX, emit, graph_session, print_receipt, say
+from claimgraph.cli.common import CTX, HelpGroup, emit, graph_session, print_receipt, say
 from claimgraph.cli.tokens import serve_tokens, watch_schema
 from claimgraph.errors import ConfigError, IntegrityError
 from claimgraph.http.limits import HTTP_LIMITS, HttpLimits
@@ -18,10 +18,12 @@ from claimgraph.logconf import events
 __all__ = ["key_app", "register", "runs_app", "serve"]
 
 runs_app = typer.Typer(
+    cls=HelpGroup,
     help="Runs: the version each run pinned, what it read and wrote; replay to prove its inputs.",
     no_args_is_help=True,
 )
 key_app = typer.Typer(
+    cls=HelpGroup,
     help="Ed25519 signing keys for producers that write to the commands log directly.",
     no_args_is_help=True,
 )
@@ -276,14 +278,15 @@ def serve(
         ),
     ] = 1.0,
     request_log: Annotated[
-        bool, typer.Option(help="One JSON line per request on stderr (README: Observability).")
+        bool, typer.Option(help="One JSON line per request on stderr (docs/how-to/observe.md).")
     ] = True,
 ) -> None:
     """Serve the graph over HTTP: the API, the review page (/review), a ticker and resolvers.
 
     Embedded by default (--data); with --bootstrap, the Kafka runtime: writes go to the
     commands topic and reads come from the projector's directory given as --data.
-    The --max-* options bound what one request and one principal may cost (README: Limits).
+    The --max-* options bound what one request and one principal may cost
+    (docs/reference/limits.md).
     """
     import uvicorn
 
@@ -402,6 +405,6 @@ def _mount_mcp(app: Any, graph: Any, token_file: Any, host: str) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add ``serve``, ``runs`` and ``key`` to the CLI."""
-    app.command("serve")(serve)
-    app.add_typer(runs_app, name="runs")
-    app.add_typer(key_app, name="key")
+    app.command("serve", rich_help_panel="Serve and agents")(serve)
+    app.add_typer(runs_app, name="runs", rich_help_panel="Serve and agents")
+    app.add_typer(key_app, name="key", rich_help_panel="Keys and tokens")

@@ -14,12 +14,13 @@ from typing import Annotated, Any
 
 import typer
 
-from claimgraph.cli.common import CTX, emit, say
+from claimgraph.cli.common import CTX, HelpGroup, emit, say
 from claimgraph.errors import ClaimgraphError, ConfigError
 
 __all__ = ["register", "serve_tokens", "token_app", "watch_schema"]
 
 token_app = typer.Typer(
+    cls=HelpGroup,
     help="Bearer tokens for the HTTP API, the review page and MCP (the token file).",
     no_args_is_help=True,
 )
@@ -197,4 +198,4 @@ def watch_schema(graph: Any, token_file: Any, stop: threading.Event, every: floa
 
 def register(app: typer.Typer) -> None:
     """Add ``token`` to the CLI."""
-    app.add_typer(token_app, name="token")
+    app.add_typer(token_app, name="token", rich_help_panel="Keys and tokens")

@@ -15,20 +15,23 @@ from typing import Annotated, Any
 
 import typer
 
-from claimgraph.cli.common import CTX, emit, graph_session, print_receipt, progress, say
+from claimgraph.cli.common import CTX, HelpGroup, emit, graph_session, print_receipt, progress, say
 from claimgraph.errors import ConfigError, NotFoundError, StorageError
 
 __all__ = ["register"]
 
 pin_app = typer.Typer(
+    cls=HelpGroup,
     help="Pins: versions held readable for live runs (gc never passes a live pin).",
     no_args_is_help=True,
 )
 checkpoint_app = typer.Typer(
+    cls=HelpGroup,
     help="Checkpoints of the projection and folded state, for fast restarts and restores.",
     no_args_is_help=True,
 )
 replica_app = typer.Typer(
+    cls=HelpGroup,
     help="Read replicas: the projection opened read-only by another process.",
     no_args_is_help=True,
 )
@@ -317,7 +320,7 @@ def erase(
 ) -> None:
     """Erase claims' payload (evidence, reasoning, properties) from every read at every version,
     for PRIVACY requests. Not for correcting wrong data: retract or resolve for that. The
-    claims stay in the graph; the logs keep their bytes (see the README)."""
+    claims stay in the graph; the logs keep their bytes (docs/how-to/versions.md)."""
 
     failed = False
     with graph_session() as g:
@@ -369,9 +372,9 @@ def rebuild(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("gc")(gc)
-    app.add_typer(pin_app, name="pin")
-    app.add_typer(checkpoint_app, name="checkpoint")
-    app.add_typer(replica_app, name="replica")
-    app.command("erase")(erase)
-    app.command("rebuild")(rebuild)
+    app.command("gc", rich_help_panel="Versions and retention")(gc)
+    app.add_typer(pin_app, name="pin", rich_help_panel="Versions and retention")
+    app.add_typer(checkpoint_app, name="checkpoint", rich_help_panel="Versions and retention")
+    app.add_typer(replica_app, name="replica", rich_help_panel="Versions and retention")
+    app.command("erase", rich_help_panel="Versions and retention")(erase)
+    app.command("rebuild", rich_help_panel="Versions and retention")(rebuild)

@@ -40,7 +40,7 @@ from claimgraph.service.schemas import load_schema_file
 # -- set-up -----------------------------------------------------------------------------------
 
 
-@app.command()
+@app.command(rich_help_panel="Start")
 def init(
     graph: Annotated[
         str | None,
@@ -102,7 +102,7 @@ def schema_show(at: AtOpt = None, as_json: JsonOpt = False) -> None:
 # -- writes -----------------------------------------------------------------------------------
 
 
-@app.command()
+@app.command(rich_help_panel="Write")
 def submit(
     file: Annotated[str, typer.Argument(help="JSON Lines file of commands, or - for stdin.")],
     agent: Annotated[
@@ -234,11 +234,11 @@ def _claim_cmd(polarity: str) -> Callable[..., None]:
     return command
 
 
-app.command("assert")(_claim_cmd("assert"))
-app.command("deny")(_claim_cmd("deny"))
+app.command("assert", rich_help_panel="Write")(_claim_cmd("assert"))
+app.command("deny", rich_help_panel="Write")(_claim_cmd("deny"))
 
 
-@app.command()
+@app.command(rich_help_panel="Write")
 def retract(
     claim_id: Annotated[str, typer.Argument(help="The claim (its command id).")],
     agent: AgentOpt = ...,  # type: ignore[assignment]
@@ -254,7 +254,7 @@ def retract(
             raise typer.Exit(1)
 
 
-@app.command()
+@app.command(rich_help_panel="Govern")
 def resolve(
     conflict_id: Annotated[str, typer.Argument(help="The conflict, e.g. cf:...")],
     agent: AgentOpt = ...,  # type: ignore[assignment]
@@ -282,7 +282,7 @@ def resolve(
             raise typer.Exit(1)
 
 
-@app.command()
+@app.command(rich_help_panel="Govern")
 def grant(
     grantee: Annotated[str, typer.Argument(help="Agent (pattern) receiving the grant.")],
     edge_type: Annotated[str, typer.Argument(help="Edge type, or * for all.")],
@@ -303,7 +303,7 @@ def grant(
             raise typer.Exit(1)
 
 
-@app.command()
+@app.command(rich_help_panel="Govern")
 def revoke(
     grant_id: Annotated[str, typer.Argument(help="The grant's command id.")],
     agent: AgentOpt = "admin",
