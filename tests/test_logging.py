@@ -341,3 +341,59 @@ def test_the_logging_page_names_every_logger_and_event() -> None:
         said |= set(re.findall(r'_say_once\(\s*"([a-z_.]+)"', text))
     assert len(said) >= 30  # the regex finds them (a sanity floor)
     assert sorted(e for e in said if f"`{e}`" not in page) == []
+
+
+def test_logging_page_config_block(tmp_path: Path) -> None:
+    """docs/logging.md's config file sets the three keys, as config show reports them."""
+    from tests.docs_text import block
+
+    cfg = tmp_path / "claimgraph.toml"
+    cfg.write_text(block("toml", 'log-level = "info,kafka=warning'))
+    got = json.loads(_cli("--config", str(cfg), "config", "show", "--json").stdout)
+    assert [got[k]["value"] for k in ("log_level", "log_format", "log_interval")] == [
+        "info,kafka=warning,uvicorn=info", "json", "30.0",
+    ]  # fmt: skip
+    assert {got[k]["source"] for k in ("log_level", "log_format", "log_interval")} == {
+        f"file {cfg}"
+    }
+
+
+def test_logging_page_lines() -> None:
+    """docs/logging.md's two JSON lines are what the formatter writes for those events: the
+    same keys in the same order (the request log's from its template)."""
+    from claimgraph.http.observe import RequestEvents
+    from tests.docs_text import block
+
+    fmt = JsonFormatter()
+    shown = json.loads(block("json", '"event": "http.request", "method"'))
+    kept = _Kept()
+    with _alone("claimgraph.http", kept, logging.INFO) as logger:
+        RequestEvents(logger).request(
+            shown["method"],
+            shown["route"],
+            shown["status"],
+            shown["duration_ms"],
+            shown["principal"],
+        )
+    (record,) = kept.records
+    written = json.loads(fmt.format(record))
+    assert list(written) == list(shown)
+    assert {k: v for k, v in written.items() if k != "ts"} == {
+        k: v for k, v in shown.items() if k != "ts"
+    }
+    shown = json.loads(block("json", '"event": "log.repeated"'))
+    clock = _Clock()
+    repeats = Repeats(interval=shown["interval_s"], clock=clock)
+    kept = _Kept(repeats)
+    with _alone("claimgraph.kafka", kept) as logger:
+        bridge = KafkaClientLog(logger)
+        for r in shown["repeats"]:
+            facility, text = r["what"].split(" ", 1)
+            for _ in range(r["count"] + 1):  # the first is printed, the rest counted
+                bridge.log(logging.ERROR, "%s [%s] %s", facility, "rdkafka#consumer-1", text)
+        repeats.report()
+    written = json.loads(fmt.format(kept.records[-1]))
+    assert list(written) == list(shown)
+    assert {k: v for k, v in written.items() if k != "ts"} == {
+        k: v for k, v in shown.items() if k != "ts"
+    }
