@@ -55,6 +55,7 @@ __all__ = [
     "Repeats",
     "configure",
     "events",
+    "json_handler",
     "kafka_client_log",
     "logger_name",
     "parse_levels",
@@ -180,14 +181,18 @@ class JsonFormatter(logging.Formatter):
                 self._quoted[text] = q
         return q
 
+    def head(self, created: float, level: str, logger: str, event: str) -> str:
+        """The line's start: ``{"ts": ..., "level": ..., "logger": ..., "event": ...``."""
+        return (
+            f'{{"ts": {round(created, 3)!r}, "level": "{level}", '
+            f'"logger": {self._q(logger)}, "event": {self._q(event)}'
+        )
+
     def format(self, record: logging.LogRecord) -> str:
         msg = record.msg
         level = _NAMES.get(record.levelno) or record.levelname.lower()
         if isinstance(msg, Event):
-            head = (
-                f'{{"ts": {round(record.created, 3)!r}, "level": "{level}", '
-                f'"logger": {self._q(record.name)}, "event": {self._q(msg.name)}'
-            )
+            head = self.head(record.created, level, record.name, msg.name)
             exc = _exception(record)
             if msg.tail is not None and not exc:
                 return head + msg.tail
@@ -429,6 +434,42 @@ class _Stderr(logging.StreamHandler[TextIO]):
     @stream.setter
     def stream(self, value: TextIO) -> None:
         pass
+
+    def write_event(self, logger: str, event: str, tail: str) -> None:
+        """Write an INFO event's JSON line as :meth:`emit` would for its record (the caller
+        has checked :func:`json_handler`): the head, ``tail`` (the fields, rendered)."""
+        formatter = self.formatter
+        assert isinstance(formatter, JsonFormatter)
+        line = formatter.head(time.time(), "info", logger, event) + tail + self.terminator
+        with self.lock:  # type: ignore[union-attr]
+            stream = sys.stderr
+            stream.write(line)
+            stream.flush()
+
+
+def json_handler(logger: logging.Logger) -> _Stderr | None:
+    """The handler of :func:`configure`, if it alone would see an INFO record of ``logger``
+    and write it as JSON: no filter on the loggers on the way, no other handler, the
+    handler's filter :class:`Repeats` (which passes every INFO record outside
+    ``claimgraph.kafka``). A hot path may then write its line itself (:meth:`_Stderr.
+    write_event`) instead of building a record; anything else (a test's capture handler, a
+    filter) gets the record."""
+    c: logging.Logger | None = logger
+    while c is not None:
+        if c.filters:
+            return None
+        if c.handlers:
+            if c.parent is not None or len(c.handlers) != 1:
+                return None
+            (h,) = c.handlers
+            if not isinstance(h, _Stderr) or not isinstance(h.formatter, JsonFormatter):
+                return None
+            ok = h.level <= logging.INFO and [type(f) for f in h.filters] == [Repeats]
+            return h if ok else None
+        if not c.propagate:
+            return None
+        c = c.parent
+    return None
 
 
 def _thread_error(args: threading.ExceptHookArgs) -> None:

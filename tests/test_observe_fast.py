@@ -198,3 +198,46 @@ def test_thin_reads_look_the_token_up_once(tmp_path: Path) -> None:
         assert app.state.thin["answered"] == 2
 
     anyio.run(go)
+
+
+DIRECT = """
+import io, logging, sys, time
+from claimgraph.http.observe import RequestEvents
+from claimgraph.logconf import configure, json_handler
+err = sys.stderr = io.StringIO()
+handler = configure("info", "json", 10)
+time.time = lambda: 1764590000.1234
+log = RequestEvents()
+paths = []
+for principal in (None, 'qu"ote', "ü-agent"):
+    logging.getLogger("claimgraph.http").filters.clear()
+    paths.append(json_handler(log.logger) is handler)
+    log.request("GET", "/v1/edges/{edge_type}/{s}/{o}", 200, 0.042, principal)
+    logging.getLogger("claimgraph.http").addFilter(lambda r: True)  # now the record's way
+    paths.append(json_handler(log.logger) is handler)
+    log.request("GET", "/v1/edges/{edge_type}/{s}/{o}", 200, 0.042, principal)
+print(paths)
+print(err.getvalue(), end="", file=sys.__stdout__)
+"""
+
+
+def test_the_direct_request_line_is_the_handler_s_line() -> None:
+    """With only the process's JSON handler to see it, a request's line is written straight
+    through that handler; the bytes are those the record would have given (a filter on the
+    way sends it the long way)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    r = subprocess.run(
+        [sys.executable, "-c", DIRECT], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    paths, *lines = r.stdout.splitlines()
+    assert paths == str([True, False] * 3)
+    assert len(lines) == 6 and all(lines[i] == lines[i + 1] for i in (0, 2, 4)), lines
+    assert (
+        json.loads(lines[4])["principal"] == "ü-agent"
+        and json.loads(lines[0])["ts"] == 1764590000.123
+    )

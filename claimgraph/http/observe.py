@@ -49,7 +49,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from claimgraph.errors import ClaimgraphError
-from claimgraph.logconf import Event
+from claimgraph.logconf import Event, json_handler
 from claimgraph.service.api import Receipt
 from claimgraph.service.lag import Lagging
 from claimgraph.service.port import GraphPort
@@ -189,8 +189,10 @@ class RequestEvents:
 
     :meth:`request` is the per-request path: it renders the fields as the JSON formatter
     would, from a template (the route and principal are JSON-encoded once each: both come
-    from bounded sets, route templates and the token file's agents), and hands the record to
-    the logger without looking up its caller. ``self(line)`` logs a request log's dict.
+    from bounded sets, route templates and the token file's agents); when the process's
+    JSON handler is the only one the record would reach (:func:`~claimgraph.logconf.
+    json_handler`) it writes the line through it, else it hands the record to the logger
+    without looking up its caller. ``self(line)`` logs a request log's dict.
     """
 
     def __init__(self, logger: logging.Logger | None = None) -> None:
@@ -220,6 +222,10 @@ class RequestEvents:
             f', "method": "{method}", "route": {self._q(route)}, "status": {status}, '
             f'"duration_ms": {ms!r}, "principal": {self._q(principal)}}}'
         )
+        handler = json_handler(logger)
+        if handler is not None:  # only the process's JSON handler would see the record
+            handler.write_event(logger.name, "http.request", tail)
+            return
         fields = {
             "method": method,
             "route": route,
