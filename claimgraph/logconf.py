@@ -279,6 +279,8 @@ class Repeats(logging.Filter):
             what = record.getMessage()
             key = (what,)
         key = (record.name, record.levelno, *key)
+        if record.exc_info and record.exc_info[1] is not None:  # another error: another line
+            key = (*key, type(record.exc_info[1]).__name__, str(record.exc_info[1])[:200])
         now = self.clock()
         with self._lock:
             s = self._seen.get(key)

@@ -170,9 +170,15 @@ def test_repeats_are_printed_once_then_counted_per_interval() -> None:
         clock.now += repeats.quiet + 1  # quiet long enough: back again is a new state
         lag.warning("lag.unmeasured", topic="t", error="down")
         assert len(kept.records) == 7
+        for error in (ValueError("a"), ValueError("a"), KeyError("b")):  # another error passes
+            try:
+                raise error
+            except Exception:
+                lag.error("lag.crashed", exc_info=True, topic="t")
+        assert [r.msg.name for r in kept.records[7:]] == ["lag.crashed"] * 2
         repeats.interval = 0  # 0: every line passes
         lag.warning("lag.unmeasured", topic="t", error="down")
-        assert len(kept.records) == 8
+        assert len(kept.records) == 10
 
 
 def test_kafka_client_lines_count_together_whatever_client_and_attempt() -> None:
