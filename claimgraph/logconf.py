@@ -443,10 +443,13 @@ class _Stderr(logging.StreamHandler[TextIO]):
         formatter = self.formatter
         assert isinstance(formatter, JsonFormatter)
         line = formatter.head(time.time(), "info", logger, event) + tail + self.terminator
-        with self.lock:  # type: ignore[union-attr]
-            stream = sys.stderr
-            stream.write(line)
-            stream.flush()
+        try:
+            with self.lock:  # type: ignore[union-attr]
+                stream = sys.stderr
+                stream.write(line)
+                stream.flush()
+        except (OSError, ValueError):  # a broken or closed stderr: reported as emit() would
+            self.handleError(logging.makeLogRecord({"name": logger, "msg": event}))
 
 
 def json_handler(logger: logging.Logger) -> _Stderr | None:
