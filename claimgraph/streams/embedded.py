@@ -21,14 +21,16 @@ from rocksdict import WriteBatch
 
 from claimgraph.core.model import Decision, Progress
 from claimgraph.core.state import GraphState
+from claimgraph.logconf import events
 from claimgraph.logs.base import LogRecord
 from claimgraph.logs.embedded import EmbeddedLogStore
 from claimgraph.native.batch import decide_batch, fold_batch
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.streams.gcbatch import batch_gc
-from claimgraph.streams.jsonlog import log_event
 
 __all__ = ["GOVERNOR_POSITION", "EmbeddedRuntime", "fold_decisions"]
+
+_log = events("storage")
 
 GOVERNOR_POSITION = "governor"
 
@@ -86,7 +88,7 @@ class EmbeddedRuntime:
 
             def skipped(path: Path, why: str) -> None:
                 self.skipped.append((str(path), why))
-                log_event("checkpoint.skipped", path=str(path), reason=why)
+                _log.warning("checkpoint.skipped", path=str(path), reason=why)
 
             found = resume(checkpoints, graph, projection.applied(), record_at, skipped)
             if found is not None:
