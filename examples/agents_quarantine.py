@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import socket
 import sys
 import tempfile
@@ -281,8 +280,6 @@ async def run_agent(url: str, agent: str, token: str, say_: Callable[[str], None
 def main(data: Path, out: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the three agents against a graph in ``data``; return what happened."""
     set_tracing_disabled(True)
-    # mcp 1.x logs a harmless ClosedResourceError when a client deletes its session
-    logging.getLogger("mcp.server.streamable_http").setLevel(logging.CRITICAL)
     tokens = {a: f"example-{a}-{uuid.uuid4().hex}" for a in AGENTS}
     with serve(data, tokens) as (url, g):
         out(f"graph {g.name!r} served at {url} (MCP at /mcp); {len(OPENAI_TOOLS)} tools per agent")

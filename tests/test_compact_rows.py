@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from rocksdict import Rdict, WriteBatch
 import claimgraph
 from claimgraph.core.erasure import scrub_row
 from claimgraph.errors import StorageError
+from claimgraph.logconf import Event
 from claimgraph.projections.checkpoints import checkpoint_graph
 from claimgraph.projections.erasure import scrub_dir
 from claimgraph.projections.reader import ProjectionReader
@@ -223,7 +224,7 @@ def reads(g: Any) -> dict[str, Any]:
 
 
 def test_a_layout_1_store_is_reprojected_on_open_and_reads_the_same(
-    tmp_path: Path, capfd: Any
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = restore(tmp_path / "g", "kitchen")
     with claimgraph.open(path) as g:
@@ -236,11 +237,11 @@ def test_a_layout_1_store_is_reprojected_on_open_and_reads_the_same(
         assert g.projection.outdated and g.projection.layout() == 1
         with pytest.raises(StorageError, match="row layout 1"):  # never misread
             ProjectionReader(g.projection.db)
-    capfd.readouterr()
+    caplog.set_level(logging.INFO, logger="claimgraph.storage")
+    caplog.clear()
     seen: list[tuple[int, int]] = []
     with claimgraph.open(path, progress=lambda done, total: seen.append((done, total))) as g:
-        err = capfd.readouterr().err
-        events = [json.loads(line)["event"] for line in err.splitlines() if line.startswith("{")]
+        events = [r.msg.name for r in caplog.records if isinstance(r.msg, Event)]
         assert events[0] == "projection.upgrade" and events[-1] == "projection.upgraded"
         assert seen and seen[-1] == (head + 1, head + 1)
         assert g.projection.layout() == LAYOUT and not g.projection.outdated
@@ -251,8 +252,9 @@ def test_a_layout_1_store_is_reprojected_on_open_and_reads_the_same(
         assert after.keys() == before.keys()
         for key, value in before.items():
             assert same(after[key], value), key
+    caplog.clear()
     with claimgraph.open(path) as g:  # the next open does not upgrade again
-        assert "projection.upgrade" not in capfd.readouterr().err
+        assert "projection.upgrade" not in caplog.text
         assert same(reads(g), before)
 
 

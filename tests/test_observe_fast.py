@@ -1,14 +1,14 @@
 """The request path's shortcuts say exactly what the long way says.
 
-The request log's template writes the bytes ``json.dumps`` writes, the in-flight gauge counts
+The request log's template renders the bytes ``json.dumps`` writes, the in-flight gauge counts
 the scrape that reads it, a route's own security header is kept, and a thin read looks its
 token up once (the gate's lookup is reused only for the very same header).
 """
 
 from __future__ import annotations
 
-import io
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,26 @@ import claimgraph
 from claimgraph.http.app import create_app
 from claimgraph.http.auth import Principal, TokenFile
 from claimgraph.http.headers import CSP, SecurityHeaders
-from claimgraph.http.observe import JsonLines, request_fields
+from claimgraph.http.observe import RequestEvents
+from claimgraph.logconf import Event, JsonFormatter
 from tests.conftest import SCHEMA
 from tests.http_fixtures import TOKENS, token_file
+
+
+def _captured() -> tuple[RequestEvents, list[logging.LogRecord]]:
+    """A request log whose records are kept (a logger of its own, not propagating)."""
+    records: list[logging.LogRecord] = []
+    logger = logging.getLogger(f"test.requests.{len(_LOGGERS)}")
+    _LOGGERS.append(logger)
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    return RequestEvents(logger), records
+
+
+_LOGGERS: list[logging.Logger] = []
 
 
 @pytest.mark.parametrize(
@@ -32,27 +49,49 @@ from tests.http_fixtures import TOKENS, token_file
 )
 @pytest.mark.parametrize("route", ["/v1/edge", "unmatched", "/v1/edges/{edge_type}/{s}/{o}"])
 def test_request_line_template_is_json_dumps(principal: str | None, route: str) -> None:
-    """``JsonLines.request`` writes, byte for byte, the line ``JsonLines(dict)`` writes."""
-    for ts, ms, status, method in (
-        (1_764_590_000.123, 0.042, 200, "GET"),
-        (1e9, 12345.678, 503, "other"),
-        (1_764_590_000.0, 0.0, 401, "DELETE"),
+    """``RequestEvents.request`` renders, byte for byte, the JSON line the formatter writes
+    for the same event without the template, which is ``json.dumps`` of the whole object."""
+    fmt = JsonFormatter()
+    for ms, status, method in (
+        (0.042, 200, "GET"),
+        (12345.678, 503, "other"),
+        (0.0, 401, "DELETE"),
     ):
-        fast, slow = io.StringIO(), io.StringIO()
-        JsonLines(fast).request(ts, method, route, status, ms, principal)
-        JsonLines(slow)(request_fields(ts, method, route, status, ms, principal))
-        assert fast.getvalue() == slow.getvalue()
-        assert json.loads(fast.getvalue())["principal"] == principal
+        log, records = _captured()
+        log.request(method, route, status, ms, principal)
+        (fast,) = records
+        assert isinstance(fast.msg, Event) and fast.msg.tail is not None
+        slow = logging.LogRecord(
+            fast.name, logging.INFO, "", 0, Event("http.request", fast.msg.fields), (), None
+        )
+        slow.created = fast.created
+        line = fmt.format(fast)
+        assert line == fmt.format(slow)
+        whole = {
+            "ts": round(fast.created, 3),
+            "level": "info",
+            "logger": fast.name,
+            "event": "http.request",
+        }
+        whole |= {
+            "method": method,
+            "route": route,
+            "status": status,
+            "duration_ms": ms,
+            "principal": principal,
+        }
+        assert line == json.dumps(whole)
+        assert "\n" not in line and json.loads(line)["principal"] == principal
 
 
 def test_served_log_lines_parse_and_in_flight_counts_the_scrape(tmp_path: Path) -> None:
-    """Through the app: one parseable line per request from the default logger, and the
+    """Through the app: one event per request from the default logger, and the
     in-flight gauge reads 1 while /metrics (itself a request) is being served, 0 after."""
     g = claimgraph.open(tmp_path / "g", create=True, graph="test")
     g.publish_schema(SCHEMA, agent="admin", source="conftest")
     g.assert_("depends_on", "service:a", "service:b", agent="inventory")
-    out = io.StringIO()
-    app = create_app(g, token_file(), request_log=JsonLines(out))
+    log, records = _captured()
+    app = create_app(g, token_file(), request_log=log)
     headers = {"Authorization": f"Bearer {TOKENS['tracer']}"}
     q = {"edge_type": "depends_on", "subject": "service:a", "object": "service:b"}
 
@@ -67,7 +106,7 @@ def test_served_log_lines_parse_and_in_flight_counts_the_scrape(tmp_path: Path) 
             assert app.state.metrics.serving == 0
 
     anyio.run(go)
-    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    lines = [json.loads(JsonFormatter().format(r)) for r in records]
     assert [(x["route"], x["status"], x["principal"]) for x in lines] == [
         ("/v1/edge", 200, "tracer"),
         ("/v1/head", 401, None),
@@ -159,3 +198,46 @@ def test_thin_reads_look_the_token_up_once(tmp_path: Path) -> None:
         assert app.state.thin["answered"] == 2
 
     anyio.run(go)
+
+
+DIRECT = """
+import io, logging, sys, time
+from claimgraph.http.observe import RequestEvents
+from claimgraph.logconf import configure, json_handler
+err = sys.stderr = io.StringIO()
+handler = configure("info", "json", 10)
+time.time = lambda: 1764590000.1234
+log = RequestEvents()
+paths = []
+for principal in (None, 'qu"ote', "ü-agent"):
+    logging.getLogger("claimgraph.http").filters.clear()
+    paths.append(json_handler(log.logger) is handler)
+    log.request("GET", "/v1/edges/{edge_type}/{s}/{o}", 200, 0.042, principal)
+    logging.getLogger("claimgraph.http").addFilter(lambda r: True)  # now the record's way
+    paths.append(json_handler(log.logger) is handler)
+    log.request("GET", "/v1/edges/{edge_type}/{s}/{o}", 200, 0.042, principal)
+print(paths)
+print(err.getvalue(), end="", file=sys.__stdout__)
+"""
+
+
+def test_the_direct_request_line_is_the_handler_s_line() -> None:
+    """With only the process's JSON handler to see it, a request's line is written straight
+    through that handler; the bytes are those the record would have given (a filter on the
+    way sends it the long way)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    r = subprocess.run(
+        [sys.executable, "-c", DIRECT], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    paths, *lines = r.stdout.splitlines()
+    assert paths == str([True, False] * 3)
+    assert len(lines) == 6 and all(lines[i] == lines[i + 1] for i in (0, 2, 4)), lines
+    assert (
+        json.loads(lines[4])["principal"] == "ü-agent"
+        and json.loads(lines[0])["ts"] == 1764590000.123
+    )

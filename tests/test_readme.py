@@ -71,6 +71,9 @@ INVENTORY: list[tuple[str, str, str]] = [
     ("bash", "claimgraph config show", "test_readme::test_configuration_blocks"),
     ("bash", "checkpoint create", "test_cli::test_readme_cli_synopsis_runs"),
     ("bash", "rebuild && claimgraph --data ./g audit", "test_cli::test_readme_cli_synopsis_runs"),
+    ("toml", 'log-level = "info,kafka=warning', "test_logging::test_logging_page_config_block"),
+    ("json", '"event": "http.request", "method"', "test_logging::test_logging_page_lines"),
+    ("json", '"event": "log.repeated"', "test_logging::test_logging_page_lines"),
     ("", "claimgraph/", "test_readme::test_layout_block"),
     ("", "[commands log]", "test_readme::test_shape_block"),
 ]  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -122,7 +123,9 @@ def test_run_resolvers_and_escalation_work_over_http(refunds: Graph) -> None:
     )
 
 
-def test_an_arbiter_not_on_the_allow_list_is_never_run(tmp_path: Path) -> None:
+def test_an_arbiter_not_on_the_allow_list_is_never_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A schema's arbiter command is never run by a server: with an empty allow-list the
     worker passes it, the conflict escalates to a person and the reason says why."""
     marker = tmp_path / "ran"
@@ -131,15 +134,17 @@ def test_an_arbiter_not_on_the_allow_list_is_never_run(tmp_path: Path) -> None:
         assert g.publish_schema(schema, agent="payments-admin").kind == "accepted"
         g.assert_("paged", "ticket:t1", "team:a", agent="triage-1")
         r = g.assert_("paged", "ticket:t1", "team:b", agent="triage-2")
-        lines: list[str] = []
-        worker = ResolverWorker(g, allowed=ArbiterAllowList.parse([]), log=lines.append)
+        caplog.set_level(logging.INFO, logger="claimgraph.resolvers")
+        worker = ResolverWorker(g, allowed=ArbiterAllowList.parse([]))
         [(cid, v, receipt)] = worker.step(g.head())
         assert cid == r.decision["conflict_id"]
         assert (v.resolver, receipt.reason) == ("human", "escalated")
         assert not marker.exists()
         [p] = g.escalations()
         assert "arbiter 'evil' is not on this server's allow-list" in p["escalation_reason"]
-        assert any("arbiter:evil: arbiter 'evil' is not on" in line for line in lines)
+        passed = [r.msg.fields for r in caplog.records if r.msg.name == "resolvers.passed"]
+        assert [(p["conflict"], p["resolver"]) for p in passed] == [(cid, "arbiter:evil")]
+        assert "arbiter 'evil' is not on this server's allow-list" in passed[0]["why"]
 
 
 def test_allow_list_flags_and_file(tmp_path: Path) -> None:
@@ -270,7 +275,11 @@ def test_serve_runs_resolvers_and_only_its_own_arbiters(tmp_path: Path) -> None:
         out, _ = proc.communicate(timeout=30)
     assert not schema_ran.exists() and not evil_ran.exists()  # no schema command ever ran
     assert "resolvers on (arbiters allowed: judge)" in out
-    assert "arbiter:evil: arbiter 'evil' is not on this server's allow-list" in out
+    events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    passed = [(e["resolver"], e["why"]) for e in events if e["event"] == "resolvers.passed"]
+    assert [r for r, _ in passed] == ["arbiter:evil"]
+    assert "arbiter 'evil' is not on this server's allow-list" in passed[0][1]
+    assert [e for e in events if e["level"] not in ("info", "debug")] == []
 
 
 def test_plain_claims_cost_the_worker_no_pass(refunds: Graph) -> None:

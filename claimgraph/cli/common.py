@@ -29,6 +29,7 @@ from claimgraph.cli.config import (
     load_file,
 )
 from claimgraph.errors import ConfigError, InputError
+from claimgraph.logconf import DEFAULT_INTERVAL, configure
 from claimgraph.service.attached import local_graph
 from claimgraph.service.graph import DEFAULT_GRAPH, Receipt
 from claimgraph.service.inputs import to_millis
@@ -264,6 +265,33 @@ def _root(
             show_default=False,
         ),
     ] = None,
+    log_level: Annotated[
+        str,
+        typer.Option(
+            "--log-level",
+            envvar="CLAIMGRAPH_LOG_LEVEL",
+            help="Log levels: LEVEL for claimgraph and NAME=LEVEL per logger, comma-separated, "
+            "e.g. info,kafka=warning,uvicorn=info (docs/logging.md).",
+        ),
+    ] = "info",
+    log_format: Annotated[
+        str,
+        typer.Option(
+            "--log-format",
+            envvar="CLAIMGRAPH_LOG_FORMAT",
+            help="Log lines on stderr: json (one object per line), console, or auto (console "
+            "on a terminal, else json).",
+        ),
+    ] = "auto",
+    log_interval: Annotated[
+        float,
+        typer.Option(
+            "--log-interval",
+            envvar="CLAIMGRAPH_LOG_INTERVAL",
+            help="Seconds: a warning or Kafka client line that repeats is printed once, then "
+            "its repeats are counted in one line per interval (0: print every one).",
+        ),
+    ] = DEFAULT_INTERVAL,
     version: Annotated[
         bool,
         typer.Option(
@@ -274,6 +302,7 @@ def _root(
         ),
     ] = False,
 ) -> None:
+    configure(log_level, log_format, log_interval)  # first: whatever follows may log
     CTX.data = data
     CTX.bootstrap = bootstrap
     CTX.graph = graph

@@ -9,6 +9,9 @@ Every value has one name in the three places, and the first that sets it wins:
   ``[resolvers.run]``, ``[kafka.init]``), spelled as the option without its dashes
   (``max-body = 4096``); they reach the command through click's ``default_map``, so a flag
   still overrides them.
+* Logging (``--log-level``, ``--log-format``, ``--log-interval``) is global too:
+  ``log-level = "info,kafka=warning"`` in the file, ``CLAIMGRAPH_LOG_LEVEL`` ... in the
+  environment (:mod:`claimgraph.logconf`, docs/logging.md).
 * Kafka client (librdkafka) properties — SASL, TLS, timeouts, any of them — are keys of the
   ``[kafka]`` table (``sasl.password = "..."``; TOML's dotted keys are the property names),
   ``CLAIMGRAPH_KAFKA_SASL_PASSWORD`` in the environment (``_`` is ``.``, ``__`` is ``_``) and

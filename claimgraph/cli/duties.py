@@ -8,25 +8,24 @@ however many serve it.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from claimgraph.cli.common import err
+from claimgraph.logconf import events
 
 __all__ = ["Duties"]
 
-
-def _log(line: str) -> None:
-    err.print(line, markup=False)
+_log = events("serve")
 
 
 def _thread(name: str, target: Callable[[], None]) -> threading.Thread:
     def run() -> None:
         try:
             target()
-        except BaseException:  # a bug: say the duty stopped (the server goes on), re-raise
-            _log(f"claimgraph: the {name} stopped on an internal error")
+        except BaseException:  # a bug: say the duty stopped (serve goes on), re-raise: the
+            _log.error("serve.duty_stopped", duty=name)  # traceback is logged (thread.crashed)
             raise
 
     t = threading.Thread(target=run, name=f"claimgraph-{name}", daemon=True)
@@ -54,6 +53,7 @@ class Duties:
         self.lease: Any = None
         self.ticker: Any = None
         self.worker: Any = None
+        self.threads: list[threading.Thread] = []
         if kafka is not None and (tick > 0 or resolvers):
             from claimgraph.logs.kafka_lease import KafkaLease
 
@@ -61,13 +61,13 @@ class Duties:
         if tick > 0:
             from claimgraph.service.ticker import DeadlineTicker
 
-            self.ticker = DeadlineTicker(graph, interval=tick, log=_log, lease=self.lease)
-            _thread("ticker", lambda: self.ticker.run(self.stop))
+            self.ticker = DeadlineTicker(graph, interval=tick, lease=self.lease)
+            self.threads.append(_thread("ticker", lambda: self.ticker.run(self.stop)))
         if resolvers:
             from claimgraph.service.resolver_worker import ResolverWorker
 
-            self.worker = ResolverWorker(graph, allowed=self.allowed, lease=self.lease, log=_log)
-            _thread("resolver worker", lambda: self.worker.run(self.stop))
+            self.worker = ResolverWorker(graph, allowed=self.allowed, lease=self.lease)
+            self.threads.append(_thread("resolver worker", lambda: self.worker.run(self.stop)))
 
     def describe(self) -> str:
         """One line for serve's banner."""
@@ -83,7 +83,12 @@ class Duties:
             parts.append(f"on Kafka: only the holder of lease {self.lease.group} acts")
         return "; ".join(parts)
 
-    def close(self) -> None:
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the duties and wait for them (each looks at the stop flag every second or
+        so), so none is still reading the graph when it closes."""
         self.stop.set()
+        deadline = time.monotonic() + timeout
+        for t in self.threads:
+            t.join(max(0.0, deadline - time.monotonic()))
         if self.lease is not None:
             self.lease.close()

@@ -13,6 +13,7 @@ from claimgraph.cli.common import CTX, HelpGroup, emit, graph_session, print_rec
 from claimgraph.cli.tokens import serve_tokens, watch_schema
 from claimgraph.errors import ConfigError, IntegrityError
 from claimgraph.http.limits import HTTP_LIMITS, HttpLimits
+from claimgraph.logconf import events
 
 __all__ = ["key_app", "register", "runs_app", "serve"]
 
@@ -28,6 +29,7 @@ key_app = typer.Typer(
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+_log = events("serve")
 
 
 # -- runs -------------------------------------------------------------------------------------
@@ -291,6 +293,7 @@ def serve(
     from claimgraph.http.app import create_app
     from claimgraph.http.observe import request_logger
 
+    signal.signal(signal.SIGTERM, _terminate)  # a stop like Ctrl-C's: the cleanup below runs
     ctx = CTX
     signer = _signer(signing_key)
     if ctx.bootstrap:
@@ -357,12 +360,32 @@ def serve(
         from claimgraph.service.local_writer import listening
 
         with listening(graph):  # CLI writes from other processes, while serve holds the data
-            # access lines are INFO, never shown at "warning": off, uvicorn skips building them
-            uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+            # uvicorn's records go to the process's logging (no config, no levels of its own);
+            # no access lines: claimgraph.http logs each request
+            uvicorn.run(
+                app, host=host, port=port, log_config=None, log_level=None, access_log=False
+            )
     finally:
         stop.set()
         duties.close()
         graph.close()
+        if _TERMINATED.is_set():
+            _log.info("serve.stopped", signal="SIGTERM")
+
+
+_TERMINATED = threading.Event()
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM: unwind as Ctrl-C does (every ``finally`` runs), then exit 0.
+
+    uvicorn handles SIGTERM itself while it serves (it drains the connections and runs the
+    app's shutdown), then restores this handler and raises the signal again: here, so the
+    socket, the announcement and the graph are closed, not left behind by the default action
+    (exit 143 on the spot)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the cleanup
+    _TERMINATED.set()
+    raise SystemExit(0)
 
 
 def _mount_mcp(app: Any, graph: Any, token_file: Any, host: str) -> None:

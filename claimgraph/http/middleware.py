@@ -33,8 +33,8 @@ from claimgraph.http.auth import TokenFile
 from claimgraph.http.limits import HttpLimits, Slots
 from claimgraph.http.observe import AUTHORIZED, PRINCIPAL
 from claimgraph.http.problems import error_problem, problem
+from claimgraph.logconf import events
 from claimgraph.service.bounded import too_deep
-from claimgraph.streams.jsonlog import log_event
 
 __all__ = ["UNGATED", "Gate", "GateStats", "install"]
 
@@ -165,6 +165,9 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+_log = events("http")
+
+
 class Bugs:
     """A bug (an exception that is not one of ours) answers problem+json 500 and keeps the
     client's connection.
@@ -197,7 +200,7 @@ class Bugs:
         except Exception as exc:  # the edge: every bug of the app ends here, answered
             if started:
                 raise  # too late to answer: the response is on its way
-            log_event(
+            _log.error(
                 "http.bug",
                 route=scope.get("path", "")[:200],
                 method=scope.get("method", ""),

@@ -1,5 +1,5 @@
-"""What an operator sees of the HTTP API: ``/metrics``, ``/readyz`` and one JSON log line per
-request.
+"""What an operator sees of the HTTP API: ``/metrics``, ``/readyz`` and one log event per
+request (``http.request`` of ``claimgraph.http``).
 
 :class:`Observe` is plain ASGI and wraps everything else (the gate included), so a request the
 gate refuses is timed and logged too. Its labels are bounded whatever a caller sends: the
@@ -27,10 +27,10 @@ head, else 503 (both with the lag as JSON).
 from __future__ import annotations
 
 import json
-import sys
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TextIO
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
@@ -50,14 +50,15 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from claimgraph.errors import ClaimgraphError
+from claimgraph.logconf import Event, json_handler
 from claimgraph.service.api import Receipt
 from claimgraph.service.lag import Lagging
 from claimgraph.service.port import GraphPort
 
 __all__ = [
     "HttpMetrics",
-    "JsonLines",
     "Observe",
+    "RequestEvents",
     "RequestLog",
     "install",
     "request_fields",
@@ -190,22 +191,25 @@ def _flat(routes: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
 RequestLog = Callable[[dict[str, Any]], None]
 
 
-class JsonLines:
-    """One JSON object per request, one line each, on ``stream`` (default: stderr).
+class RequestEvents:
+    """The request log as ``http.request`` events of ``claimgraph.http`` (stdlib logging: the
+    process's one format, level and handler decide what is written).
 
-    :meth:`request` writes what ``self(line)`` writes for the request log's dict, byte for
-    byte, from a template: the route and principal are JSON-encoded once each (both come from
-    bounded sets: route templates and the token file's agents).
+    :meth:`request` is the per-request path: it renders the fields as the JSON formatter
+    would, from a template (the route and principal are JSON-encoded once each: both come
+    from bounded sets, route templates and the token file's agents); when the process's
+    JSON handler is the only one the record would reach (:func:`~claimgraph.logconf.
+    json_handler`) it writes the line through it, else it hands the record to the logger
+    without looking up its caller. ``self(line)`` logs a request log's dict.
     """
 
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self.logger = logger or logging.getLogger("claimgraph.http")
         self._quoted: dict[str | None, str] = {}
 
     def __call__(self, line: dict[str, Any]) -> None:
-        out = self.stream or sys.stderr
-        out.write(json.dumps(line) + "\n")
-        out.flush()
+        fields = {k: v for k, v in line.items() if k not in ("ts", "event")}
+        self.logger.info(Event(line.get("event", "http.request"), fields))
 
     def _q(self, text: str | None) -> str:
         q = self._quoted.get(text)
@@ -216,16 +220,29 @@ class JsonLines:
         return q
 
     def request(
-        self, ts: float, method: str, route: str, status: int, ms: float, principal: str | None
+        self, method: str, route: str, status: int, ms: float, principal: str | None
     ) -> None:
-        """The line of ``request_fields(...)`` (method is one of METHODS or ``other``)."""
-        out = self.stream or sys.stderr
-        out.write(
-            f'{{"ts": {ts!r}, "event": "http.request", "method": "{method}", '
-            f'"route": {self._q(route)}, "status": {status}, "duration_ms": {ms!r}, '
-            f'"principal": {self._q(principal)}}}\n'
+        """One request's event (method is one of METHODS or ``other``)."""
+        logger = self.logger
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        tail = (
+            f', "method": "{method}", "route": {self._q(route)}, "status": {status}, '
+            f'"duration_ms": {ms!r}, "principal": {self._q(principal)}}}'
         )
-        out.flush()
+        handler = json_handler(logger)
+        if handler is not None:  # only the process's JSON handler would see the record
+            handler.write_event(logger.name, "http.request", tail)
+            return
+        fields = {
+            "method": method,
+            "route": route,
+            "status": status,
+            "duration_ms": ms,
+            "principal": principal,
+        }
+        event = Event("http.request", fields, tail=tail)
+        logger.handle(logging.LogRecord(logger.name, logging.INFO, "", 0, event, None, None))
 
 
 def request_fields(
@@ -243,9 +260,9 @@ def request_fields(
     }
 
 
-def request_logger(stream: TextIO | None = None) -> JsonLines:
-    """One JSON object per request, one line each, on ``stream`` (default: stderr)."""
-    return JsonLines(stream)
+def request_logger(logger: logging.Logger | None = None) -> RequestEvents:
+    """The request log as events of ``claimgraph.http`` (or ``logger``)."""
+    return RequestEvents(logger)
 
 
 class Observe:
@@ -287,19 +304,15 @@ class Observe:
             route = route_of(scope, self.routes)
             metrics.observe(route, method, status, seconds)
             log = self.log
-            if log is not None:
-                fields = (
-                    round(time.time(), 3),
-                    method,
-                    route,
-                    status,
-                    round(seconds * 1000, 3),
-                    scope.get(PRINCIPAL),
+            if isinstance(log, RequestEvents):
+                log.request(method, route, status, round(seconds * 1000, 3), scope.get(PRINCIPAL))
+            elif log is not None:
+                ms = round(seconds * 1000, 3)
+                log(
+                    request_fields(
+                        round(time.time(), 3), method, route, status, ms, scope.get(PRINCIPAL)
+                    )
                 )
-                if isinstance(log, JsonLines):
-                    log.request(*fields)
-                else:
-                    log(request_fields(*fields))
 
 
 def install(

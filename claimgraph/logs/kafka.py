@@ -31,6 +31,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 
 from claimgraph.errors import ConfigError, StorageError
+from claimgraph.logconf import kafka_client_log
 from claimgraph.logs.base import LogRecord
 
 __all__ = [
@@ -75,9 +76,12 @@ class KafkaConfig:
 
         No client of ours ever creates a topic by using it (librdkafka's producers would,
         on a broker with ``auto.create.topics.enable``): only ``kafka init`` creates topics.
+        librdkafka's own lines go to ``claimgraph.kafka`` (:class:`~claimgraph.logconf.
+        KafkaClientLog`), served by the client's ``poll()``, not printed from its threads.
         """
         return {
             "bootstrap.servers": self.bootstrap,
+            "logger": kafka_client_log(),
             **self.extra,
             **conf,
             "allow.auto.create.topics": False,

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import anyio
 from mcp.server.fastmcp import Context
 from mcp.server.fastmcp.server import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
@@ -27,7 +29,7 @@ from claimgraph.mcp.server import build_server
 from claimgraph.mcp.session import AgentSession, Identity
 from claimgraph.service.port import GraphPort
 
-__all__ = ["HttpSessions", "mount", "serve_stdio"]
+__all__ = ["HttpSessions", "SessionCloseFilter", "mount", "serve_stdio"]
 
 Identify = Callable[[str | None], Identity | None]
 
@@ -142,6 +144,39 @@ class _Guard:
             self.sessions.end(ident.agent, headers["mcp-session-id"])
 
 
+class SessionCloseFilter(logging.Filter):
+    """The one record of the SDK's streamable HTTP server that is not an error.
+
+    mcp 1.x (to 1.30 at least) logs ``Error in standalone SSE writer`` at ERROR, with a
+    ``ClosedResourceError`` traceback, each time a session that opened the standalone GET
+    stream ends normally: the session's ``terminate()`` (the client's DELETE) closes the
+    stream that writer is reading, and the writer reports its own stream's closing as a
+    failure. This filter, on the SDK's logger, turns exactly that record (that message and a
+    ``ClosedResourceError``: nothing else closes that stream's reading end) into a DEBUG
+    line without the traceback; every other record of the SDK passes as it is.
+    """
+
+    MESSAGE = "Error in standalone SSE writer"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if record.msg != self.MESSAGE or not isinstance(exc, anyio.ClosedResourceError):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        record.msg, record.args = "standalone SSE writer: its stream closed with the session", ()
+        record.exc_info, record.exc_text = None, None
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+_SDK_LOGGER = "mcp.server.streamable_http"
+
+
+def _filter_session_close() -> None:
+    logger = logging.getLogger(_SDK_LOGGER)
+    if not any(isinstance(f, SessionCloseFilter) for f in logger.filters):
+        logger.addFilter(SessionCloseFilter())
+
+
 def mount(
     app: Any, graph: GraphPort, identify: Identify, *, host: str = "127.0.0.1"
 ) -> HttpSessions:
@@ -149,6 +184,7 @@ def mount(
 
     The MCP session manager runs inside the app's lifespan (started and stopped with it).
     """
+    _filter_session_close()
     sessions = HttpSessions(graph, identify)
     local = host in ("127.0.0.1", "localhost", "::1")
     security = TransportSecuritySettings(

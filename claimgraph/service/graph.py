@@ -39,6 +39,7 @@ from claimgraph.errors import (
     StorageError,
     VersionNotYetAvailable,
 )
+from claimgraph.logconf import events
 from claimgraph.logs.embedded import EmbeddedLogStore
 from claimgraph.logs.rocks import named
 from claimgraph.projections.projector import ProjectionStore, Projector
@@ -51,7 +52,6 @@ from claimgraph.service.reads import GraphReads
 from claimgraph.service.runs import RunsMixin
 from claimgraph.service.traces import decode_events, encode_events
 from claimgraph.streams.embedded import GOVERNOR_POSITION, EmbeddedRuntime, fold_decisions
-from claimgraph.streams.jsonlog import log_event
 
 if TYPE_CHECKING:
     from claimgraph.service.port import GraphPort
@@ -68,6 +68,8 @@ __all__ = [
     "reproject",
     "upgrade_projection",
 ]
+
+_log = events("storage")
 
 DEFAULT_GRAPH = "default"
 LAYOUT = 1
@@ -136,7 +138,7 @@ def upgrade_projection(
     from claimgraph.projections.rows import LAYOUT
 
     end = logs.decisions.end()
-    log_event("projection.upgrade", path=str(path), layout=layout, to=LAYOUT, decisions=end)
+    _log.info("projection.upgrade", path=str(path), layout=layout, to=LAYOUT, decisions=end)
     t0 = time.monotonic()
     step = max(end // 10, 1)
     shown = [0]
@@ -146,14 +148,14 @@ def upgrade_projection(
             progress(done, total)
         if done - shown[0] >= step and done < total:
             shown[0] = done
-            log_event("projection.upgrade.progress", done=done, total=total)
+            _log.info("projection.upgrade.progress", done=done, total=total)
 
     reproject(logs, name, path / "projection", report)
     checkpoints = path / "checkpoints"
     removed = sorted(p.name for p in checkpoints.iterdir()) if checkpoints.is_dir() else []
     for n in removed:
         shutil.rmtree(checkpoints / n, ignore_errors=True)
-    log_event(
+    _log.info(
         "projection.upgraded",
         path=str(path),
         layout=LAYOUT,
@@ -309,7 +311,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
                 n = self.logs.decisions.end() - end
                 if not (n and isinstance(exc, StorageError)):
                     raise
-                log_event("projection.behind", path=str(self.path), error=str(exc))
+                _log.warning("projection.behind", path=str(self.path), error=str(exc))
         if n:
             with self._advanced:
                 self._advanced.notify_all()
@@ -337,7 +339,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
                 self._runtime = None  # its state may be ahead of the log: fold again
                 if self.logs.decisions.end() == first or not isinstance(exc, StorageError):
                     raise  # nothing landed (the log's ends were re-read), or a bug
-                log_event("projection.behind", path=str(self.path), error=str(exc))
+                _log.warning("projection.behind", path=str(self.path), error=str(exc))
                 out = [
                     (r.offset, decode_decision(r.value))
                     for r in self.logs.decisions.read(first, len(values))
@@ -372,7 +374,7 @@ class Graph(TickerWrites, GraphReads, RunsMixin):
                 self.projection.reopen()
             finally:
                 self.reader.db = self.projection.db
-        log_event("storage.recovered", path=str(self.path))
+        _log.warning("storage.recovered", path=str(self.path))
 
     def _one(self, command: Command) -> Receipt:
         return self.submit([command])[0]

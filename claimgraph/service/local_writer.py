@@ -20,6 +20,7 @@ from typing import Any
 
 from claimgraph.core.wire import encode_decision
 from claimgraph.errors import ClaimgraphError, ConfigError, InputError, LimitError, StorageError
+from claimgraph.logconf import events
 from claimgraph.service.graph import Graph
 from claimgraph.service.local import (
     ANNOUNCEMENT,
@@ -40,9 +41,10 @@ from claimgraph.service.local import (
     unb64,
 )
 from claimgraph.service.traces import decode_events
-from claimgraph.streams.jsonlog import log_event
 
 __all__ = ["WriterListener", "listen", "listening"]
+
+_log = events("writer")
 
 
 def _records(req: dict[str, Any]) -> list[bytes]:
@@ -206,7 +208,7 @@ class WriterListener:
         try:
             conn.settimeout(self.timeout)
             if not self._peer_ok(conn):
-                log_event("writer.refused", path=str(self.directory), why="another user")
+                _log.warning("writer.refused", path=str(self.directory), why="another user")
                 return
             send_frame(conn, {"claimgraph": PROTOCOL, "graph": self.graph.name, "pid": os.getpid()})
             try:  # the whole request within the timeout, however slowly it trickles in
@@ -280,7 +282,7 @@ def listen(graph: Graph) -> WriterListener | None:
     try:
         return WriterListener(graph)
     except (StorageError, ConfigError) as exc:
-        log_event("writer.no_socket", path=str(graph.path), error=str(exc))
+        _log.warning("writer.no_socket", path=str(graph.path), error=str(exc))
         return None
 
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from claimgraph.core.schema import GraphSchema
 from claimgraph.errors import ClaimgraphError, VersionNotYetAvailable
+from claimgraph.logconf import events
 from claimgraph.service.arbiters import ArbiterAllowList
 from claimgraph.service.resolvers import (
     RESOLVER_LIMITS,
@@ -37,6 +37,7 @@ from claimgraph.service.ticker import touches_conflicts
 
 __all__ = ["Lease", "ResolverWorker", "resolver_agent"]
 
+_log = events("resolvers")
 _PATTERN = re.compile(r"[*?\[\]]")
 
 
@@ -67,7 +68,6 @@ class ResolverWorker:
         allowed: ArbiterAllowList,
         limits: ResolverLimits = RESOLVER_LIMITS,
         lease: Lease | None = None,
-        log: Callable[[str], None] = lambda line: None,
         wake: float = 1.0,
         min_gap: float = 0.2,
     ) -> None:
@@ -75,7 +75,6 @@ class ResolverWorker:
         self.allowed = allowed
         self.limits = limits
         self.lease = lease
-        self.log = log
         self.wake = wake  # seconds: at most this long between looks at the stop flag
         self.min_gap = min_gap  # seconds between passes at least: a busy graph's are batched
         self.passes = 0  # passes run (each at a new head)
@@ -86,10 +85,10 @@ class ResolverWorker:
         self._said: set[str] = set()
         self._advanced = threading.Condition()
 
-    def _say_once(self, line: str) -> None:
-        if line not in self._said:
-            self._said.add(line)
-            self.log(line)
+    def _say_once(self, event: str, **fields: Any) -> None:
+        if event not in self._said:
+            self._said.add(event)
+            _log.warning(event, graph=self.graph.name, **fields)
 
     def step(self, version: int) -> list[tuple[str, Verdict, Any]]:
         """One pass at ``version`` (if the schema there defines chains and names an agent)."""
@@ -108,8 +107,9 @@ class ResolverWorker:
         agent = resolver_agent(schema)
         if agent is None:
             self._say_once(
-                "claimgraph: resolvers: the schema names no plain principals.resolvers name "
-                "to write verdicts as; the resolver worker waits"
+                "resolvers.no_agent",
+                why="the schema names no plain principals.resolvers name to write verdicts "
+                "as; the resolver worker waits",
             )
             return []
         held = self.lease.held if self.lease is not None else None
@@ -125,11 +125,23 @@ class ResolverWorker:
         for cid, v, r in done:
             for p in v.inputs.get("passed", []):
                 if p["resolver"].startswith("arbiter:"):
-                    self.log(f"claimgraph: resolvers: {cid}: {p['resolver']}: {p['why']}")
-            self.log(
-                f"claimgraph: resolvers: {cid}: {v.resolver} → {v.action}"
-                + (f" {v.winner}" if v.winner else "")
-                + f" ({r.kind} {r.reason} at v{r.version})"
+                    _log.info(
+                        "resolvers.passed",
+                        graph=self.graph.name,
+                        conflict=cid,
+                        resolver=p["resolver"],
+                        why=p["why"],
+                    )
+            _log.info(
+                "resolvers.verdict",
+                graph=self.graph.name,
+                conflict=cid,
+                resolver=v.resolver,
+                action=v.action,
+                winner=v.winner,
+                decision=r.kind,
+                reason=r.reason,
+                version=r.version,
             )
         return done
 
@@ -164,5 +176,5 @@ class ResolverWorker:
             except VersionNotYetAvailable:
                 continue
             except ClaimgraphError as exc:  # the store or broker is away: look again later
-                self.log(f"claimgraph: resolvers: pass failed: {exc}")
+                _log.warning("resolvers.pass_failed", graph=self.graph.name, error=str(exc))
                 stop.wait(self.wake)

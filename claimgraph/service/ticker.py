@@ -20,9 +20,12 @@ from typing import Any
 
 from claimgraph.core.wire import decode_decision
 from claimgraph.errors import ClaimgraphError
+from claimgraph.logconf import events
 from claimgraph.service.schemas import schema_at
 
 __all__ = ["DeadlineTicker", "next_deadline", "touches_conflicts"]
+
+_log = events("ticker")
 
 # decisions that change what a conflict scan would find, besides those naming a conflict
 _SCHEMA_TYPES = frozenset({"publish_schema", "upgrade_rules"})
@@ -88,14 +91,12 @@ class DeadlineTicker:
         interval: float,
         clock: Callable[[], int] = _wall_ms,
         agent: str = "ticker",
-        log: Callable[[str], None] = lambda line: None,
         lease: Any = None,
     ) -> None:
         self.graph = graph
         self.interval = interval
         self.clock = clock
         self.agent = agent
-        self.log = log
         self.lease = lease  # Kafka: only the replica holding the graph's lease ticks
         self.wakeups = 0  # steps taken (observed by tests, never timed)
         self.ticks = 0  # ticks written
@@ -146,4 +147,4 @@ class DeadlineTicker:
             try:
                 self.step()
             except ClaimgraphError as exc:  # e.g. the store or broker is away: next step
-                self.log(f"claimgraph: tick failed: {exc}")
+                _log.warning("ticker.failed", graph=self.graph.name, error=str(exc))

@@ -21,14 +21,17 @@ from rocksdict import WriteBatch
 
 from claimgraph.core.model import Decision, Progress, Reason
 from claimgraph.core.state import GraphState
+from claimgraph.logconf import events
 from claimgraph.logs.base import LogRecord
 from claimgraph.logs.embedded import EmbeddedLogStore
 from claimgraph.native.batch import decide_batch, fold_batch
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.streams.gcbatch import batch_gc
-from claimgraph.streams.jsonlog import log_event
 
 __all__ = ["GOVERNOR_POSITION", "EmbeddedRuntime", "fold_decisions"]
+
+_log = events("storage")
+_governor = events("governor")  # a rule that failed is the governor's, embedded or Kafka
 
 GOVERNOR_POSITION = "governor"
 
@@ -86,7 +89,7 @@ class EmbeddedRuntime:
 
             def skipped(path: Path, why: str) -> None:
                 self.skipped.append((str(path), why))
-                log_event("checkpoint.skipped", path=str(path), reason=why)
+                _log.warning("checkpoint.skipped", path=str(path), reason=why)
 
             found = resume(checkpoints, graph, projection.applied(), record_at, skipped)
             if found is not None:
@@ -147,7 +150,7 @@ class EmbeddedRuntime:
             projector.flush()  # the projection follows, never leads, the decisions log
         for v, d in out:
             if d["reason"] == Reason.INTERNAL_ERROR:
-                log_event(
+                _governor.error(
                     "governor.internal_error",
                     graph=state.graph,
                     version=v,

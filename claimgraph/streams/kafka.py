@@ -71,13 +71,13 @@ from claimgraph.errors import (
     IntegrityError,
     StorageError,
 )
+from claimgraph.logconf import events
 from claimgraph.logs.base import LogRecord
 from claimgraph.logs.kafka import KafkaConfig, consumer_lag, read_partition, topic_partitions
 from claimgraph.logs.kafka_layout import DECISION_RECORD_BYTES, check_layout, topic_config
 from claimgraph.native.batch import decide_batch
 from claimgraph.native.codec import decode_decision, encode_decision
 from claimgraph.native.decide import decide, evolve
-from claimgraph.streams.jsonlog import log_event
 
 __all__ = [
     "CommittedBatch",
@@ -89,6 +89,8 @@ __all__ = [
     "txn_producer_config",
     "verify_partition",
 ]
+
+_log = events("governor")
 
 _FRAMING = 1024  # bytes a decision record needs beside its value and key (batch, headers)
 _SIZE_ERRORS = (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE)
@@ -337,7 +339,7 @@ class KafkaGovernor:
                 return recs[0][0].value if recs and recs[0][0].offset == offset else None
 
             def skipped(path: Path, why: str) -> None:
-                log_event("governor.snapshot_skipped", path=str(path), reason=why)
+                _log.warning("governor.snapshot_skipped", path=str(path), reason=why)
 
             found = load_states(self.checkpoints, f"governor-p{self.partition}", record_at, skipped)
             if found is not None:
@@ -379,7 +381,7 @@ class KafkaGovernor:
         committed = self._consumer.committed([tp], timeout=30)[0].offset
         start = committed if committed >= 0 else 0
         self.position = start
-        log_event(
+        _log.info(
             "governor.started",
             partition=self.partition,
             owner=self.owner,
@@ -426,7 +428,7 @@ class KafkaGovernor:
             except GovernorFenced:
                 raise
             except (KafkaException, StorageError) as exc:  # broker away: back off, rebuild
-                log_event("governor.retry", partition=self.partition, error=str(exc))
+                _log.warning("governor.retry", partition=self.partition, error=str(exc))
                 time.sleep(1.0)
                 self._restart_quietly()
                 continue
@@ -502,7 +504,7 @@ class KafkaGovernor:
                 return out, self._oversized(graph, offset, d, len(raw))
             d = decide(st, value, offset, now, rules=CURRENT, partition=self.partition)
             raw = encode_decision(d)
-            log_event(
+            _log.warning(
                 "governor.upgraded_oversized",
                 partition=self.partition,
                 graph=graph,
@@ -518,7 +520,7 @@ class KafkaGovernor:
     def _internal_error(self, graph: str, d: Decision) -> None:
         """A rule failed on a command: recorded as a rejection, logged and counted."""
         self._internal += 1
-        log_event(
+        _log.error(
             "governor.internal_error",
             partition=self.partition,
             graph=graph,
@@ -529,7 +531,7 @@ class KafkaGovernor:
 
     def _oversized(self, graph: str, offset: int, d: Decision, size: int) -> ConfigError:
         """The error that stops the governor at a decision it cannot write (revision 1)."""
-        log_event(
+        _log.error(
             "governor.stuck", partition=self.partition, graph=graph, offset=offset, bytes=size
         )
         return ConfigError(
@@ -619,7 +621,7 @@ class KafkaGovernor:
         assert producer is not None
         with contextlib.suppress(_Stuck, KafkaException):  # else the next governor aborts it
             _bounded(lambda: producer.abort_transaction(30), 45)
-        log_event("governor.stuck", partition=self.partition, error=str(exc))
+        _log.error("governor.stuck", partition=self.partition, error=str(exc))
         raise ConfigError(
             f"{self.cfg.decisions_topic} refused a decision for its size ({exc}); the governor "
             f"stops instead of retrying it: run claimgraph kafka init to check the topics"
@@ -636,7 +638,7 @@ class KafkaGovernor:
             self.checkpoints, f"governor-p{self.partition}", self.states, offset, record
         )
         self._since_checkpoint = 0
-        log_event("governor.checkpoint", partition=self.partition, offset=offset)
+        _log.info("governor.checkpoint", partition=self.partition, offset=offset)
         return path
 
     def _produce(
@@ -667,7 +669,7 @@ class KafkaGovernor:
             return False
         if err.fatal():
             raise GovernorFenced(f"consumer failed: {err.str()}")
-        log_event("governor.consumer_error", error=err.str())
+        _log.warning("governor.consumer_error", error=err.str())
         return False
 
     def _recover(self, exc: KafkaException) -> None:
@@ -681,7 +683,7 @@ class KafkaGovernor:
             in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
         )
         if fatal:
-            log_event(
+            _log.error(
                 "governor.fenced",
                 partition=self.partition,
                 owner=self.owner,
@@ -692,7 +694,7 @@ class KafkaGovernor:
                 f"failed fatally: {err.str() if err else exc}"
             )
         self.stats.aborts += 1
-        log_event("governor.abort", partition=self.partition, error=str(exc))
+        _log.warning("governor.abort", partition=self.partition, error=str(exc))
         try:
             _bounded(lambda: producer.abort_transaction(30), 45)
         except _Stuck:
@@ -711,7 +713,7 @@ class KafkaGovernor:
         coordinator goes away): leave that producer behind; the new one's
         ``init_transactions`` fences it and aborts its open transaction."""
         self.stats.aborts += 1
-        log_event("governor.abandon_producer", partition=self.partition, reason=why)
+        _log.warning("governor.abandon_producer", partition=self.partition, reason=why)
         self._producer = None
         self._restart_quietly()
 
@@ -725,7 +727,7 @@ class KafkaGovernor:
             except GovernorFenced:
                 raise
             except (KafkaException, StorageError, ClaimgraphError) as exc:
-                log_event("governor.retry", partition=self.partition, error=str(exc))
+                _log.warning("governor.retry", partition=self.partition, error=str(exc))
                 time.sleep(1.0)
 
 

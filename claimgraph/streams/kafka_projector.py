@@ -25,15 +25,17 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from claimgraph.core.state import GraphState
 from claimgraph.errors import ConfigError, StorageError
+from claimgraph.logconf import events
 from claimgraph.logs.base import LogRecord
 from claimgraph.logs.kafka import KafkaConfig, consumer_lag, read_partition
 from claimgraph.logs.kafka_layout import placement
 from claimgraph.native.batch import fold_batch
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.projections.rows import LAYOUT
-from claimgraph.streams.jsonlog import log_event
 
 __all__ = ["KafkaProjector", "ProjectedBatch"]
+
+_log = events("projector")
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ class KafkaProjector:
             shutil.rmtree(path / "projection")
             shutil.rmtree(self.checkpoints, ignore_errors=True)  # their projections are old too
             self.store = ProjectionStore(path / "projection", create=True)
-            log_event(
+            _log.info(
                 "projection.upgrade",
                 path=str(path),
                 layout=layout,
@@ -110,7 +112,7 @@ class KafkaProjector:
                 graph,
                 self.applied_at_start,
                 self._record_at,
-                lambda path, why: log_event(
+                lambda path, why: _log.warning(
                     "projector.checkpoint_skipped", path=str(path), reason=why
                 ),
             )
@@ -146,7 +148,7 @@ class KafkaProjector:
         start = 0 if self.resumed_from is None else self.resumed_from + 1
         self.position = start
         self._consumer.assign([TopicPartition(self.cfg.decisions_topic, self.partition, start)])
-        log_event(
+        _log.info(
             "projector.started",
             graph=self.graph,
             partition=self.partition,
@@ -269,7 +271,7 @@ class KafkaProjector:
 
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         if err is not None:
-            log_event("projector.commit_failed", graph=self.graph, error=err.str())
+            _log.warning("projector.commit_failed", graph=self.graph, error=err.str())
             self._committed = -1  # commit again after the next batch
 
     def _commit_position(self, position: int) -> None:
@@ -280,7 +282,7 @@ class KafkaProjector:
         try:
             self._consumer.commit(offsets=[tp], asynchronous=True)
         except KafkaException as exc:
-            log_event("projector.commit_failed", graph=self.graph, error=str(exc))
+            _log.warning("projector.commit_failed", graph=self.graph, error=str(exc))
             return
         self._committed = position
 
@@ -310,7 +312,7 @@ class KafkaProjector:
                 and self.state.head == self.applied
             ):
                 info = self.checkpoint()
-                log_event("projector.checkpoint", graph=self.graph, version=info.version)
+                _log.info("projector.checkpoint", graph=self.graph, version=info.version)
                 since_checkpoint = 0
             if on_batch is not None:
                 on_batch(self, n)

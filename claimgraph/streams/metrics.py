@@ -42,14 +42,16 @@ from prometheus_client import (
     start_http_server,
 )
 
+from claimgraph.logconf import events
 from claimgraph.logs.kafka import KafkaConfig
-from claimgraph.streams.jsonlog import log_event
 
 if TYPE_CHECKING:
     from claimgraph.streams.kafka import KafkaGovernor
     from claimgraph.streams.kafka_projector import KafkaProjector
 
 __all__ = ["LATENCY_BUCKETS", "GovernorMetrics", "LagWatcher", "ProjectorMetrics"]
+
+_log = events("metrics")
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -108,7 +110,8 @@ class LagWatcher:
             try:
                 self.measure()
             except KafkaException as exc:
-                log_event("lag.unmeasured", topic=self.tp.topic, error=str(exc))
+                _log.warning("lag.unmeasured", topic=self.tp.topic, error=str(exc))
+            self._consumer.poll(0)  # serves its client's log lines (nothing is assigned)
             if self.on_tick is not None:
                 self.on_tick()
             if self._stop.wait(self.interval):
