@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from claimgraph.core.governor import decide
+from claimgraph.core.governor.revisions import CURRENT
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import decode_decision, encode_command, encode_decision
 from claimgraph.errors import ConfigError
@@ -117,7 +118,7 @@ def test_writes_land_on_the_placed_partition_whatever_the_partitioner(kafka_brok
         with KafkaGraph(cfg, "refunds") as g:
             assert g.partition == home
             r = g.publish_schema(SCHEMA, agent="admin")
-            assert (r.kind, r.decision["rules"]) == ("accepted", 2)
+            assert (r.kind, r.decision["rules"]) == ("accepted", CURRENT)
         on_java.until({0})  # the Java record is decided on its partition
         assert gov.states["refunds"].placed == home
     on_java.close()
@@ -268,9 +269,9 @@ def test_a_revision_1_graph_is_adopted_and_an_undecidable_record_stops_loudly(
     assert decide_all(gov, cfg) == 2
     gov.close()
     big, t4 = [d for _, d in _decisions(cfg, 0)][-2:]
-    assert (big["kind"], big["reason"], big["rules"]) == ("rejected", "too_large", 2)
+    assert (big["kind"], big["reason"], big["rules"]) == ("rejected", "too_large", CURRENT)
     assert big["prev_hash"] and big["command_sha256"]  # the chain starts here
-    assert (t4["kind"], t4["rules"]) == ("accepted", 2)  # placed, so decided under 2
+    assert (t4["kind"], t4["rules"]) == ("accepted", CURRENT)  # placed: decided under CURRENT
     old.close()
     commands, decisions = verify_partition(cfg, 0)
     assert commands == decisions == before + 3
