@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 # The native core (native/, Rust through PyO3) is built when cargo is present; without a
 # compiler it is skipped and everything runs on the pure-Python core.
 NATIVE_STAMP := $(VENV)/.native
-NATIVE_SRC := $(wildcard native/Cargo.toml native/Cargo.lock native/pyproject.toml native/src/*.rs)
+NATIVE_SRC := $(wildcard native/Cargo.toml native/Cargo.lock native/pyproject.toml native/build.rs native/src/*.rs)
 
 $(NATIVE_STAMP): $(STAMP) $(NATIVE_SRC)
 	@if command -v cargo >/dev/null 2>&1 || test -x "$$HOME/.cargo/bin/cargo"; then \
