@@ -1,5 +1,5 @@
 //! Records what the module is built from: ``SOURCES``, the SHA-256 of the files of this
-//! package (``claimgraph.native.status`` hashes the checkout's the same way and reports a
+//! package (``claimgraph.native.staleness`` hashes the checkout's the same way and reports a
 //! build made from other sources as stale).
 //!
 //! The digest covers ``build.rs``, ``Cargo.toml``, ``Cargo.lock``, ``pyproject.toml`` and

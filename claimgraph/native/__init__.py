@@ -23,7 +23,7 @@ from typing import Any
 
 from claimgraph.core import state
 from claimgraph.native import spec as _spec
-from claimgraph.native.status import NativeStatus, checkout, evaluate
+from claimgraph.native.staleness import NativeStatus, checkout, evaluate
 
 __all__ = ["ABI", "ACTIVE", "IMPLEMENTS", "SPEC", "NativeStatus", "module", "status", "which"]
 

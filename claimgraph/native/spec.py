@@ -10,7 +10,7 @@ revisions, conflict policies, cardinalities, ``on_stale`` values, polarities, fa
 the specification names them. Python hands it only commands inside that declaration and the
 native checks decline the rest, so a revision, policy or command kind the specification gains
 is decided in Python until the declaration lists it. :func:`mismatches` and :func:`missing`
-compare the declaration with the specification (``claimgraph.native.status`` reports them).
+compare the declaration with the specification (:func:`claimgraph.native.status` reports them).
 """
 
 from __future__ import annotations
