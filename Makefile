@@ -53,8 +53,17 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Every test on the core a process loads (native when built; a stale build is reported, and
+# fails under CI=true), then the governor's behaviour suite (tests/cores.py) again on the
+# pure-Python core: both cores pass one suite.
 test: $(STAMP) $(NATIVE_STAMP) lint typecheck
+	@$(BIN)/python -c 'from claimgraph import native; print(native.status())'
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@if $(BIN)/python -c 'import sys, claimgraph.native as n; sys.exit(not n.ACTIVE)'; then \
+	  echo "make: the behaviour suite again, on the pure-Python core (CLAIMGRAPH_PURE=1)"; \
+	  CLAIMGRAPH_PURE=1 $(BIN)/python -m pytest $(PYTEST_ARGS) -m "not kafka" \
+	    $$($(BIN)/python -m tests.cores); \
+	else echo "make: no native core loaded: the pass above ran the pure-Python core"; fi
 
 # The broker jars go to ~/.cache/claimgraph/kafka-<version>/libs; later runs are offline.
 kafka-fetch: $(STAMP)
