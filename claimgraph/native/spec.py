@@ -108,8 +108,8 @@ def mismatches(implements: Mapping[str, Sequence[Any]]) -> list[str]:
 
 
 def missing(implements: Mapping[str, Sequence[Any]]) -> dict[str, list[str]]:
-    """What the specification has that the declaration does not: decided in Python (not stale:
-    the native core declines it)."""
+    """The enum members and fallback modes of the specification the declaration does not list:
+    decided in Python (not stale: the native core declines them)."""
     out: dict[str, list[str]] = {}
     for key, enum in ENUMS.items():
         names = [m.name for m in enum if m.name not in implements.get(key, ())]
@@ -118,7 +118,4 @@ def missing(implements: Mapping[str, Sequence[Any]]) -> dict[str, list[str]]:
     modes = [m for m in FALLBACK_MODES if m not in implements.get("fallback_modes", ())]
     if modes:
         out["fallback_modes"] = modes
-    kinds = [k for k in COMMAND_TYPES if k not in implements.get("decides", ())]
-    if kinds:
-        out["decides"] = kinds
     return out

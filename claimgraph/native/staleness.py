@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from claimgraph.native import spec as _spec
+from claimgraph.native.spec import ENUMS
 
 __all__ = ["NativeStatus", "checkout", "evaluate", "sources_digest"]
 
@@ -50,6 +51,13 @@ class NativeStatus:
             line += f": {self.why}"
         lines = [line]
         lines += [f"native build stale: {why}" for why in self.stale]
+        declined = [
+            f"{key} {', '.join(names)}" for key, names in self.python_only.items() if key in ENUMS
+        ]
+        if declined:
+            lines.append(
+                f"decided in Python (not in the native declaration): {'; '.join(declined)}"
+            )
         return "\n".join(lines)
 
 
