@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml
 # The native core (native/, Rust through PyO3) is built when cargo is present; without a
 # compiler it is skipped and everything runs on the pure-Python core.
 NATIVE_STAMP := $(VENV)/.native
-NATIVE_SRC := $(wildcard native/Cargo.toml native/Cargo.lock native/pyproject.toml native/src/*.rs)
+NATIVE_SRC := $(wildcard native/Cargo.toml native/Cargo.lock native/pyproject.toml native/build.rs native/src/*.rs)
 
 $(NATIVE_STAMP): $(STAMP) $(NATIVE_SRC)
 	@if command -v cargo >/dev/null 2>&1 || test -x "$$HOME/.cargo/bin/cargo"; then \
@@ -62,8 +62,17 @@ typecheck: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
+# Every test on the core a process loads (native when built; a stale build is reported, and
+# fails under CI=true), then the governor's behaviour suite (tests/cores.py) again on the
+# pure-Python core: both cores pass one suite.
 test: $(STAMP) $(NATIVE_STAMP) lint typecheck docs
+	@$(BIN)/python -c 'from claimgraph import native; print(native.status())'
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@if $(BIN)/python -c 'import sys, claimgraph.native as n; sys.exit(not n.ACTIVE)'; then \
+	  echo "make: the behaviour suite again, on the pure-Python core (CLAIMGRAPH_PURE=1)"; \
+	  CLAIMGRAPH_PURE=1 $(BIN)/python -m pytest $(PYTEST_ARGS) -m "not kafka" \
+	    $$($(BIN)/python -m tests.cores); \
+	else echo "make: no native core loaded: the pass above ran the pure-Python core"; fi
 
 # The broker jars go to ~/.cache/claimgraph/kafka-<version>/libs; later runs are offline.
 kafka-fetch: $(STAMP)

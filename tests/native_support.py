@@ -21,12 +21,13 @@ def require_native() -> None:
     """
     if native.ACTIVE:
         return
+    why = native.status().why
     if os.environ.get("CI") == "true":
         pytest.fail(
-            "CI=true but the native core is not loaded (claimgraph_native missing, stale, "
-            "or CLAIMGRAPH_PURE=1): the equivalence tests would compare Python with itself"
+            f"CI=true but the native core is not loaded ({why}): the equivalence tests would "
+            "compare Python with itself"
         )
-    pytest.skip("the native core is not installed (no cargo when `make install` ran)")
+    pytest.skip(f"the native core is not loaded: {why}")
 
 
 def typed(value: Any) -> Any:

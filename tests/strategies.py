@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 from hypothesis import strategies as st
 
 from claimgraph.core.governor import decide
+from claimgraph.core.model import Cardinality, ConflictPolicy, OnStale, OnUnknown
+from claimgraph.core.schema.types import DOMAIN_FALLBACKS, EXIT_ACTIONS, FALLBACK_MODES
 from claimgraph.core.state import VISIBLE, WITHHELD, GraphState
 from claimgraph.core.wire import MARKER, encode_command, fingerprints
 
@@ -48,10 +50,13 @@ AGENTS = ("a1", "a2", "a3", "rogue", ADMIN, "judge")
 TASKS = ("t1", "t2", "")
 AGENT_PATTERNS = ("a*", "a1", "a[12]", "a2", "a3", "*")
 TASK_PATTERNS = ("t1", "t2", "t*", "*")
-CARDINALITIES = ("one-to-one", "many-to-one", "one-to-many", "many-to-many")
-POLICIES = ("quarantine", "last-write-wins-with-timestamp", "confidence-weighted-merge")
-ON_STALE = ("reject", "quarantine", "accept")
-ON_UNKNOWN = ("unknown", "unknown", "halt")
+# Drawn from the specification's own declarations, so a value it gains is drawn unasked (the
+# first option of on_stale and on_unknown is the default, left out of the documents).
+CARDINALITIES = tuple(c.value for c in Cardinality)
+POLICIES = tuple(p.value for p in ConflictPolicy)
+ON_STALE = tuple(o.value for o in OnStale)
+ON_UNKNOWN = (OnUnknown.UNKNOWN.value, *(o.value for o in OnUnknown))  # unknown twice as often
+DOMAINS = ("general", *DOMAIN_FALLBACKS)  # general: the fallback's mode is drawn too
 # Command kinds, repeated to weight them; shrinking goes towards the first.
 KINDS = (
     *("claim",) * 12,
@@ -93,7 +98,7 @@ def schema_documents(draw: st.DrawFn) -> dict[str, Any]:
             if value != options[0]:  # the first option is the default: leave it out
                 et[key] = value
         if draw(st.booleans()):  # exit conditions, in log ms (ticks advance time a little)
-            exits: dict[str, Any] = {"on_exit": draw(st.sampled_from(("escalate", "fallback")))}
+            exits: dict[str, Any] = {"on_exit": draw(st.sampled_from(EXIT_ACTIONS))}
             if draw(st.booleans()):
                 exits["deadline"] = draw(st.integers(1, 12))
             if draw(st.booleans()):
@@ -101,10 +106,10 @@ def schema_documents(draw: st.DrawFn) -> dict[str, Any]:
             if draw(st.booleans()):
                 exits["escalate_after_runs"] = draw(st.integers(1, 2))
             et["quarantine"] = exits
-            et["domain"] = draw(st.sampled_from(("general", "payment", "search")))
+            et["domain"] = draw(st.sampled_from(DOMAINS))
             et["fallback"] = {"value": draw(st.sampled_from(NODE_IDS))}
             if et["domain"] == "general":
-                et["fallback"]["mode"] = draw(st.sampled_from(("escalate", "fail_closed")))
+                et["fallback"]["mode"] = draw(st.sampled_from(FALLBACK_MODES))
         if et["conflict_policy"] == "confidence-weighted-merge" and draw(st.booleans()):
             et["merge"] = {"margin": draw(st.sampled_from((0.0, 0.1, 0.5)))}
         edge_types.append(et)

@@ -80,12 +80,16 @@ def test_version_prints_the_package_version_and_the_core_loaded() -> None:
     assert r.returncode == 0, r.stderr
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert version == __version__
-    assert re.fullmatch(rf"claimgraph {re.escape(version)} \((native|python) core\)\n", r.stdout)
+    from claimgraph import native
+
+    first, second = r.stdout.splitlines()
+    assert re.fullmatch(rf"claimgraph {re.escape(version)} \((native|python) core\)", first)
+    assert second == str(native.status())  # the build, and why it is stale if it is
     pure = subprocess.run(
         [*CLI, "--version"], capture_output=True, text=True, timeout=120,
         env=dict(os.environ, PYTHONPATH=str(ROOT), CLAIMGRAPH_PURE="1"),
     )  # fmt: skip
-    assert pure.stdout == f"claimgraph {version} (python core)\n"
+    assert pure.stdout == f"claimgraph {version} (python core)\ncore: python: CLAIMGRAPH_PURE=1\n"
 
 
 def test_a_bare_claimgraph_prints_the_help_and_exits_0() -> None:

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import claimgraph
+from claimgraph.core.model import LIMITS
 from claimgraph.core.wire import decode_command
 from claimgraph.service.audit import audit, verify
 from claimgraph.service.bounded import InputLimits, too_deep
@@ -44,13 +45,13 @@ EXPECTED = {
     14: "tick is written by the ticker",
     15: "expected a JSON object, got list",
     16: "expected a JSON object, got int",
-    19: "String should have at most 256 characters",
+    19: f"String should have at most {LIMITS['id']} characters",
     20: "nested more than 32 deep",
     21: "evidence: Input should be a valid list",
     23: "not JSON: Expecting ',' delimiter",
     24: "task: Input should be a valid string",
     27: "confidence: Input should be less than or equal to 1",
-    28: "command_id: String should have at most 256 characters",
+    28: f"command_id: String should have at most {LIMITS['id']} characters",
     29: "based_on_version: Input should be a valid integer",
     30: "is not an ISO 8601 time",
 }
@@ -280,14 +281,17 @@ def test_generated_lines_each_get_one_decision(tmp_path: Path) -> None:
 
 # -- the fast path of plain claims against the spec (pydantic) --------------------------------
 
+# the declared bounds (LIMITS) and just past them: a bound changed moves these edges with it
+_ID, _EV, _EVS = LIMITS["id"], LIMITS["evidence_item"], LIMITS["evidence_items"]
+_PV, _PROPS, _RS = LIMITS["property_value"], LIMITS["properties"], LIMITS["reasoning"]
 _VALID_CLAIM: dict[str, Any] = {
     "type": st.sampled_from(["assert", "deny"]),
-    "edge_type": st.sampled_from(["depends_on", "e" * 256, "é"]),
-    "subject": st.sampled_from(["service:a", "a:b:c", "t" * 256 + ":" + "i" * 256]),
+    "edge_type": st.sampled_from(["depends_on", "e" * _ID, "é"]),
+    "subject": st.sampled_from(["service:a", "a:b:c", "t" * _ID + ":" + "i" * _ID]),
     "object": st.sampled_from(["service:b", "服务:账单"]),
-    "agent": st.sampled_from(["inventory", "a" * 256]),
-    "task": st.sampled_from(["", "t" * 256]),
-    "command_id": st.sampled_from(["c-1", "c" * 256]),
+    "agent": st.sampled_from(["inventory", "a" * _ID]),
+    "task": st.sampled_from(["", "t" * _ID]),
+    "command_id": st.sampled_from(["c-1", "c" * _ID]),
     "graph": st.sampled_from(["g", "other", None]),
     "run_id": st.sampled_from(["r-1", None]),
     "confidence": st.one_of(st.sampled_from([0, 1, 0.0, 1.0, -0.0]), st.floats(0, 1)),
@@ -297,19 +301,21 @@ _VALID_CLAIM: dict[str, Any] = {
     "based_on_version": st.sampled_from([-1, 0, 2**63 - 1, None]),
     "properties": st.dictionaries(st.text(min_size=1, max_size=4), st.text(max_size=4), max_size=3),
 }
-_EDGE_VALUES = ["", "x" * 256, "x" * 257, "a:", ":b", "a:b", "\ud800", "a:\ud800", 0, -1, -2,
-                2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 1.0000001, 1.5, 0.5, float("inf"),
-                float("nan"), True, False, None, "2026-01-01Z", ["e" * 1024], ["e" * 1025],
-                ["e"] * 64, ["e"] * 65, [1], {"k": 1}, {"": "v"}, {"k" * 257: "v"},
-                {"k": "v" * 4097}, {f"k{i}": "v" for i in range(65)}, "r" * 16384, "r" * 16385,
+_EDGE_VALUES = ["", "x" * _ID, "x" * (_ID + 1), "a:", ":b", "a:b", "\ud800", "a:\ud800", 0,
+                -1, -2, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 1.0000001, 1.5, 0.5,
+                float("inf"), float("nan"), True, False, None, "2026-01-01Z", ["e" * _EV],
+                ["e" * (_EV + 1)], ["e"] * _EVS, ["e"] * (_EVS + 1), [1], {"k": 1}, {"": "v"},
+                {"k" * (_ID + 1): "v"}, {"k": "v" * (_PV + 1)},
+                {f"k{i}": "v" for i in range(_PROPS + 1)}, "r" * _RS, "r" * (_RS + 1),
                 {"type": "service", "id": "a"}, ["service", "a"], "assert", "deny", "retract",
                 "claim"]  # fmt: skip
 _WEIRD = st.one_of(
     _scalars,
     st.sampled_from(_EDGE_VALUES),
-    st.sampled_from(["", "x" * 257, "a:", ":b", "\ud800", "a:\ud800", 2**63, -(2**63) - 1, -2,
-                     1.0000001, 1.5, True, "2026-01-01Z", ["e" * 1025], ["e"] * 65,
-                     {"k": 1}, {"": "v"}, {f"k{i}": "v" for i in range(65)}, "r" * 16385,
+    st.sampled_from(["", "x" * (_ID + 1), "a:", ":b", "\ud800", "a:\ud800", 2**63,
+                     -(2**63) - 1, -2, 1.0000001, 1.5, True, "2026-01-01Z", ["e" * (_EV + 1)],
+                     ["e"] * (_EVS + 1), {"k": 1}, {"": "v"},
+                     {f"k{i}": "v" for i in range(_PROPS + 1)}, "r" * (_RS + 1),
                      {"type": "service", "id": "a"}, ["service", "a"]]),
     st.lists(_scalars, max_size=2),
 )  # fmt: skip

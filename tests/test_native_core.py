@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from claimgraph.core.governor import decide as python_decide
+from claimgraph.core.model import LIMITS, Cardinality, ConflictPolicy, OnStale
 from claimgraph.core.snapshot import state_digest
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import encode_command, encode_decision
@@ -102,6 +103,15 @@ _TEXT = st.text(
 )
 
 
+def _edge(draw: st.DrawFn, pool: tuple[str, ...], limit: str, prefix: str = "") -> str:
+    """Mostly a value of ``pool``; now and then one at the bound ``LIMITS[limit]`` or just past
+    it (read when drawn: a bound changed in the specification moves the edge with it)."""
+    if draw(st.integers(0, 11)):
+        return draw(st.sampled_from(pool))
+    n = LIMITS[limit] + draw(st.sampled_from((0, 1)))
+    return prefix + draw(st.sampled_from(("x", "é"))) * (n - len(prefix))
+
+
 def _hot_schema(cardinality: str, policy: str, on_stale: str = "reject") -> dict[str, Any]:
     return {
         "principals": {"admins": ["admin"], "resolvers": ["judge"]},
@@ -131,23 +141,15 @@ def _hot_schema(cardinality: str, policy: str, on_stale: str = "reject") -> dict
 @st.composite
 def hot_streams(draw: st.DrawFn) -> tuple[list[bytes], list[int]]:
     schema = _hot_schema(
-        draw(st.sampled_from(("many-to-many", "many-to-one", "one-to-one"))),
-        draw(
-            st.sampled_from(
-                (
-                    "last-write-wins-with-timestamp",
-                    "quarantine",
-                    "confidence-weighted-merge",
-                )
-            )
-        ),
-        draw(st.sampled_from(("reject", "accept", "quarantine"))),
+        draw(st.sampled_from([c.value for c in Cardinality])),
+        draw(st.sampled_from([p.value for p in ConflictPolicy])),
+        draw(st.sampled_from([o.value for o in OnStale])),
     )
     commands: list[dict[str, Any]] = [publish("s0", schema)]
     claims: list[tuple[str, str]] = []
     for i in range(draw(st.integers(1, 40))):
         cid = draw(st.sampled_from((f"c{i}", f"c{i}", f"c{i}", "c0", f"ç{i}")))
-        agent = draw(st.sampled_from(_AGENTS))
+        agent = _edge(draw, _AGENTS, "id", "w")
         if claims and draw(st.integers(0, 5)) == 0:
             target, owner = draw(st.sampled_from(claims))
             who = owner if draw(st.integers(0, 3)) else agent
@@ -175,7 +177,7 @@ def hot_streams(draw: st.DrawFn) -> tuple[list[bytes], list[int]]:
                 "run_id": draw(st.sampled_from((None, "r1", "rün"))),
                 "edge_type": edge,
                 "subject_type": "svc",
-                "subject_id": draw(st.sampled_from(_IDS)),
+                "subject_id": _edge(draw, _IDS, "id"),
                 "object_type": "env" if edge == "runs_in" else "svc",
                 "object_id": draw(st.sampled_from(_IDS)),
                 "polarity": draw(st.sampled_from(("assert", "assert", "deny"))),
@@ -184,7 +186,10 @@ def hot_streams(draw: st.DrawFn) -> tuple[list[bytes], list[int]]:
                 "reasoning": draw(_TEXT),
                 "asserted_at": T0 + draw(st.integers(0, 20)),
                 "based_on_version": draw(st.none() | st.integers(-1, i + 2)),
-                "properties": draw(st.dictionaries(_TEXT, _TEXT, max_size=3)),
+                "properties": {
+                    **draw(st.dictionaries(_TEXT, _TEXT, max_size=3)),
+                    "p": _edge(draw, ("v",), "property_value"),
+                },
             }
         )
         claims.append((cid, agent))

@@ -1,4 +1,7 @@
-"""Placement and decisions that fit, in the pure core: ``decide(..., partition=)`` (issue 11).
+"""Placement and decisions that fit: ``decide(..., partition=)`` (issue 11), by the core in use.
+
+``claimgraph.native.decide`` decides (natively where it covers the command; ``make test`` runs
+this file on both cores) and folds, as a Kafka partition's governor does.
 
 A graph is decided on a Kafka partition only after a ``place`` record put it there (rules
 revision 2; revision-1 graphs keep deciding unplaced and can be adopted), and a decision that
@@ -14,12 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from claimgraph.core.chain import command_digest
-from claimgraph.core.governor import decide
 from claimgraph.core.governor.placement import BAD_KEY, UNKEYED, _bound
 from claimgraph.core.governor.revisions import CURRENT
 from claimgraph.core.model import LIMITS, Decision
 from claimgraph.core.state import GraphState
 from claimgraph.core.wire import encode_command, encode_decision
+from claimgraph.native.decide import decide, evolve
 from tests.conftest import SCHEMA
 from tests.strategies import GRAPH, Stream, streams
 
@@ -92,7 +95,7 @@ class Partition:
         d = decide(
             self.state, data, self.offset, T0 + self.offset, rules=rules, partition=self.partition
         )
-        self.state.evolve(d, self.offset, encode_decision(d))
+        evolve(self.state, d, self.offset, encode_decision(d))
         self.offset += 1
         return d
 

@@ -211,9 +211,10 @@ def _version(value: bool) -> None:
     """Eager: print the package version and the core this process loaded, then exit."""
     if value:
         from claimgraph import __version__
-        from claimgraph.native import which
+        from claimgraph.native import status, which
 
         say(f"claimgraph {__version__} ({which()} core)")
+        say(str(status()))  # the native build, and whether it is stale against the spec
         raise typer.Exit()
 
 

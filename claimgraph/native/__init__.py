@@ -6,9 +6,13 @@ installed and ``CLAIMGRAPH_PURE`` is not ``1``; otherwise everything runs on Pyt
 native call either answers exactly as Python would or hands the case back (``None``), and the
 hand-backs are counted (:data:`claimgraph.native.decide.DECLINED`).
 
+It is handed the specification once at load (:data:`SPEC`, from :mod:`claimgraph.native.spec`:
+it keeps no copy of a limit, a name or a code) and declares what it implements
+(:data:`IMPLEMENTS`); commands and decisions outside that declaration are Python's.
+
 ``make install`` builds it when ``cargo`` is present and skips it silently otherwise; a test
 fails under ``CI=true`` when it is not the module loaded (equivalence tests must never pass
-pure against pure).
+pure against pure), or when :func:`status` says the build is stale.
 """
 
 from __future__ import annotations
@@ -18,27 +22,52 @@ from types import ModuleType
 from typing import Any
 
 from claimgraph.core import state
+from claimgraph.native import spec as _spec
+from claimgraph.native.staleness import NativeStatus, checkout, evaluate
 
-__all__ = ["ABI", "ACTIVE", "module", "which"]
+__all__ = ["ABI", "ACTIVE", "IMPLEMENTS", "SPEC", "NativeStatus", "module", "status", "which"]
 
-ABI = 3  # the interface version this package speaks; a stale build with another is not used
+ABI = 4  # the interface version this package speaks; a stale build with another is not used
 
 
-def _load() -> ModuleType | None:
+def _find() -> tuple[ModuleType | None, str]:
+    """The native module installed (None: none, or CLAIMGRAPH_PURE=1), and why not."""
     if os.environ.get("CLAIMGRAPH_PURE") == "1":
-        return None
+        return None, "CLAIMGRAPH_PURE=1"
     try:
         import claimgraph_native
     except ImportError:
-        return None
-    if getattr(claimgraph_native, "ABI", None) != ABI:
-        return None
-    mod: ModuleType = claimgraph_native
-    return mod
+        return None, "claimgraph_native is not installed (no cargo when `make install` ran)"
+    found: ModuleType = claimgraph_native
+    return found, "loaded"
 
 
-module: ModuleType | None = _load()
+def _load(found: ModuleType | None, why: str) -> tuple[ModuleType | None, Any, str]:
+    """The module to use with its :class:`claimgraph_native.Spec`, or why it is not used."""
+    if found is None:
+        return None, None, why
+    abi = getattr(found, "ABI", None)
+    if abi != ABI:
+        return None, None, f"its interface is {abi}, this package speaks {ABI}: rebuild it"
+    try:
+        spec = found.Spec(_spec.table())
+    except ValueError as exc:
+        return None, None, f"it cannot run under this specification: {exc}"
+    return found, spec, why
+
+
+_found, _why = _find()
+module, SPEC, _why = _load(_found, _why)
 ACTIVE: bool = module is not None
+# What the native module implements (claimgraph_native.implements(); empty without it):
+# Python hands it only commands and decisions inside this declaration.
+IMPLEMENTS: dict[str, list[Any]] = dict(module.implements()) if module is not None else {}
+
+
+def status() -> NativeStatus:
+    """The core in use, the native build found and why it is stale, if it is (the build is
+    compared with the ``native/`` sources beside the package when there are some)."""
+    return evaluate(_found, ACTIVE, _why, ABI, checkout())
 
 
 def _tables() -> tuple[Any, Any]:

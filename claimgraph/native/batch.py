@@ -8,7 +8,9 @@ it, the Python codec encodes it, ``GraphState.evolve`` folds it, ``Projector.sta
 rows; then the native call resumes with the next command. Without the native module it is that
 Python loop alone, the specification. Every hand-back is counted by step and reason in
 :data:`claimgraph.native.decide.DECLINED` (``decide``), :data:`~claimgraph.native.decide
-.FOLD_DECLINED` (``fold``) and :data:`ROWS_DECLINED` (``rows``).
+.FOLD_DECLINED` (``fold``) and :data:`ROWS_DECLINED` (``rows``). A projection whose row layout
+the native rows do not write (:data:`claimgraph.native.IMPLEMENTS` ``layouts``) is staged by
+the Python loop, every record counted as ``layout``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from claimgraph.core import wire
 from claimgraph.core.governor import decide as python_decide
 from claimgraph.core.model import Decision
 from claimgraph.core.state import Changes, GraphState
-from claimgraph.native import module
+from claimgraph.native import IMPLEMENTS, module
 from claimgraph.native.codec import native_codecs
 from claimgraph.native.decide import (
     DECIDED,
@@ -32,6 +34,7 @@ from claimgraph.native.decide import (
     _fold,
     _hot,
     _precheck,
+    revision,
 )
 
 __all__ = ["REPLAYED", "ROWS_DECLINED", "STAGED", "Record", "Stager", "decide_batch", "fold_batch"]
@@ -52,14 +55,33 @@ class Record(Protocol):
     def value(self) -> bytes: ...
 
 
+class Layout(Protocol):
+    """The store a projector writes (``claimgraph.projections.projector.ProjectionStore``)."""
+
+    def layout(self) -> int: ...
+
+
 class Stager(Protocol):
     """What the batch call stages rows into (``claimgraph.projections.projector.Projector``)."""
 
     index_inputs: bool
     _staged_records: dict[str, tuple[bytes, dict[str, Any], str]]
 
+    @property
+    def store(self) -> Layout: ...
     def stage(self, version: int, d: Decision, ch: Changes) -> None: ...
     def staged_natively(self, count: int, last_version: int) -> None: ...
+
+
+_LAYOUTS = frozenset(IMPLEMENTS.get("layouts", ()))  # the row layouts the native rows write
+
+
+def _rows_native(projector: Stager | None, n: int) -> bool:
+    """Whether the native rows write the layout of ``projector``'s store (else Python's)."""
+    if projector is None or projector.store.layout() in _LAYOUTS:
+        return True
+    ROWS_DECLINED["layout"] += n
+    return False
 
 
 @cache
@@ -108,7 +130,7 @@ def decide_batch(
     what to do with it.
     """
     batch = _batch()
-    if batch is None:
+    if batch is None or not _rows_native(projector, len(records)):
         out: list[Decision] = []
         encoded: list[bytes] = []
         for rec in records:
@@ -147,7 +169,7 @@ def _native(
             i += 1
             version += 1
             continue
-        nxt, ds, es, tail = batch.run(state, projector, recs, i, version, limit)
+        nxt, ds, es, tail = batch.run(state, projector, recs, i, version, revision(state), limit)
         done_n = nxt - i
         if done_n:
             decisions.extend(ds)
@@ -204,7 +226,7 @@ def fold_batch(
     run of decisions the native path decodes, folds and stages; Python for the rest."""
     batch = _batch()
     recs = records if type(records) is list else list(records)
-    if batch is None:
+    if batch is None or not _rows_native(projector, len(recs)):
         out: list[Decision] = []
         for rec in recs:
             d = wire.decode_decision(rec.value)

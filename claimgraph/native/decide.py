@@ -1,7 +1,9 @@
 """``decide`` on the native core where it covers the command, else the Python governor.
 
 The native path (:class:`claimgraph_native.Hot`) decides ``assert``, ``deny`` and ``retract``
-commands under the current rules revision — the hot path of ingest — when they are accepted
+commands under a rules revision it implements (:data:`claimgraph.native.IMPLEMENTS`: a graph
+under another one — ``CURRENT`` included, when the native module is behind it — is decided in
+Python, counted as ``rules``) — the hot path of ingest — when they are accepted
 (or retired) without a conflict, conflicted by a newer claim under last-write-wins, or rejected
 as a duplicate command id or (``on_stale: reject``) a stale claim. Everything else is declined
 before or inside it and decided by :func:`claimgraph.core.governor.decide`, the specification;
@@ -19,10 +21,10 @@ from functools import cache
 from typing import Any
 
 from claimgraph.core.governor import decide as python_decide
-from claimgraph.core.governor.revisions import CURRENT
+from claimgraph.core.governor import revisions
 from claimgraph.core.model import Decision
 from claimgraph.core.state import Changes, GraphState
-from claimgraph.native import module
+from claimgraph.native import IMPLEMENTS, SPEC, module
 from claimgraph.native.codec import native_codecs
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "evolve",
     "native_share",
     "reset_counts",
+    "revision",
 ]
 
 DECIDED: Counter[str] = Counter()  # command type → decided natively
@@ -50,15 +53,28 @@ def _hot() -> Any:
     reg = nc.registry
     claim, retract = reg.current("claim"), reg.current("retract")
     return module.Hot(
-        nc.readers[claim.header][1], claim.header, nc.readers[retract.header][1], retract.header
+        SPEC,
+        nc.readers[claim.header][1],
+        claim.header,
+        nc.readers[retract.header][1],
+        retract.header,
     )
+
+
+_RULES = frozenset(IMPLEMENTS.get("rules", ()))  # the revisions the native decide implements
+
+
+def revision(state: GraphState, rules: int | None = None) -> int:
+    """The rules revision a command of this graph is decided under (as ``decide`` picks it:
+    ``rules`` when given, else the graph's, else ``CURRENT`` for an empty graph)."""
+    if rules is not None:
+        return rules
+    return revisions.CURRENT if state.rules is None else state.rules
 
 
 def _precheck(state: GraphState, rules: int | None, partition: int | None) -> str | None:
     """Why the native path cannot take a command of this graph now (None: it may)."""
-    if rules is not None and rules != CURRENT:
-        return "rules"
-    if state.rules is not None and state.rules != CURRENT:
+    if revision(state, rules) not in _RULES:
         return "rules"
     schema = state.schema
     if schema is None:
@@ -84,7 +100,7 @@ def _decide(
     if hot is not None:
         why = _precheck(state, rules, partition)
         if why is None:
-            d, why = hot.decide(state, data, input_offset, log_time)
+            d, why = hot.decide(state, data, input_offset, log_time, revision(state, rules))
             if d is not None:
                 DECIDED[d["command_type"]] += 1
                 decision: Decision = d
@@ -105,7 +121,7 @@ def _fold() -> Any:
         return None
     from claimgraph.core import entities
 
-    return module.Fold(entities.Changes)
+    return module.Fold(SPEC, entities.Changes)
 
 
 def _evolve(state: GraphState, d: Decision, version: int, raw: bytes | None = None) -> Changes:

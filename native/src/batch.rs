@@ -60,9 +60,15 @@ impl Batch {
         let stage = if projector.is_none() {
             None
         } else {
-            Some(Stage::new(py, state, projector).map_err(|Decline(why)| {
-                PyRuntimeError::new_err(format!("the projector cannot be staged natively: {why}"))
-            })?)
+            Some(
+                Stage::new(py, self.hot.get().spec.get(), state, projector).map_err(
+                    |Decline(why)| {
+                        PyRuntimeError::new_err(format!(
+                            "the projector cannot be staged natively: {why}"
+                        ))
+                    },
+                )?,
+            )
         };
         let mut tail: PyObject = py.None();
         let mut staged = 0usize;
@@ -123,8 +129,9 @@ impl Batch {
     /// batch is done, else what remains of record ``next``: ``("decide", why)`` (all of it),
     /// ``("encode", why, d)``, ``("fold", why, d, data)``, ``("rows", why, d, data, changes)``,
     /// or ``("size", "size", d, data)``: the decision's bytes are longer than ``limit``, and
-    /// nothing of it was folded.
-    #[pyo3(signature = (state, projector, records, start, version, limit=None))]
+    /// nothing of it was folded. ``rules``: the revision the graph decides under (each
+    /// command is declined unless the graph is still under it).
+    #[pyo3(signature = (state, projector, records, start, version, rules, limit=None))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &self,
@@ -134,6 +141,7 @@ impl Batch {
         records: &Bound<'py, PyList>,
         start: usize,
         version: u64,
+        rules: i64,
         limit: Option<usize>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let hot = self.hot.get();
@@ -142,9 +150,13 @@ impl Batch {
         let stage = if projector.is_none() {
             None
         } else {
-            Some(Stage::new(py, state, projector).map_err(|Decline(why)| {
-                PyRuntimeError::new_err(format!("the projector cannot be staged natively: {why}"))
-            })?)
+            Some(
+                Stage::new(py, hot.spec.get(), state, projector).map_err(|Decline(why)| {
+                    PyRuntimeError::new_err(format!(
+                        "the projector cannot be staged natively: {why}"
+                    ))
+                })?,
+            )
         };
         let decisions = PyList::empty(py);
         let encoded = PyList::empty(py);
@@ -157,7 +169,7 @@ impl Batch {
             let value = rec.getattr(intern!(py, "value"))?;
             let offset = rec.getattr(intern!(py, "offset"))?;
             let ts = rec.getattr(intern!(py, "timestamp"))?;
-            let d = match hot.run(py, state, &value, &offset, &ts) {
+            let d = match hot.run(py, state, &value, &offset, &ts, rules) {
                 Ok(d) => d,
                 Err(Decline(why)) => {
                     tail = ("decide", why).into_pyobject(py)?.into_any().unbind();

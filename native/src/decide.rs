@@ -1,5 +1,6 @@
 //! The hot path of ``claimgraph.core.governor.decide``: ``assert``, ``deny`` and ``retract``
-//! under the current rules revision, when they are accepted (or retired) without a conflict
+//! under a rules revision it implements (``spec::RULES``), when they are accepted (or retired)
+//! without a conflict
 //! (a stale claim under ``on_stale: accept`` included, flagged), conflicted by a newer claim
 //! that stands (last-write-wins), or rejected as a duplicate command id or a stale claim under
 //! ``on_stale: reject``.
@@ -7,8 +8,10 @@
 //! It reads the Python ``GraphState`` as it is and builds the decision dict Python would
 //! build, key for key. Every other case — another refusal, a conflict, a stale claim held for
 //! a resolver, a grant, a fail-closed domain, decision checks, a Kafka offset map — is
-//! declined with a short reason and decided by Python. The Python rules this follows are
-//! cited by function.
+//! declined with a short reason and decided by Python, and so is every command outside the
+//! declaration of ``spec.rs`` (another revision, a policy, cardinality, ``on_stale`` value or
+//! fallback mode it does not list). Every limit, kind and reason it writes is the
+//! specification's (``Spec``). The Python rules this follows are cited by function.
 
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -16,6 +19,7 @@ use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyList, PySet, PyString, PyTuple
 
 use crate::avro::Codec;
 use crate::sha256::{hex, sha256};
+use crate::spec::{Policy, Spec, Stale};
 use crate::table::{store_of, Store};
 
 /// Why the native path handed a command to Python.
@@ -28,17 +32,6 @@ impl From<PyErr> for Decline {
 }
 
 type D<T> = Result<T, Decline>;
-
-const SEP: char = '\x1f';
-const VISIBLE: i64 = 1;
-const LIMIT_ID: usize = 256;
-const LIMIT_EVIDENCE_ITEMS: usize = 64;
-const LIMIT_EVIDENCE_ITEM: usize = 1024;
-const LIMIT_REASONING: usize = 16 * 1024;
-const LIMIT_PROPERTIES: usize = 64;
-const LIMIT_PROPERTY_VALUE: usize = 4096;
-const LIMIT_DECISION_BYTES: usize = 1024 * 1024;
-const RULES: i64 = 2;
 
 fn chars(s: &str) -> usize {
     if s.is_ascii() {
@@ -54,8 +47,9 @@ fn text<'py>(v: &Bound<'py, PyAny>) -> D<Bound<'py, PyString>> {
         .clone())
 }
 
-/// ``base.check_id``: a string, non-empty (unless allowed), at most 256 characters, printable.
-fn check_id(v: &Bound<'_, PyAny>, empty_ok: bool) -> D<()> {
+/// ``base.check_id``: a string, non-empty (unless allowed), at most ``LIMITS["id"]``
+/// characters, printable.
+fn check_id(sp: &Spec, v: &Bound<'_, PyAny>, empty_ok: bool) -> D<()> {
     let s = text(v)?;
     let t = s.to_str().map_err(|_| Decline("field"))?;
     if t.is_empty() {
@@ -65,7 +59,7 @@ fn check_id(v: &Bound<'_, PyAny>, empty_ok: bool) -> D<()> {
             Err(Decline("field"))
         };
     }
-    if chars(t) > LIMIT_ID {
+    if chars(t) > sp.id {
         return Err(Decline("field"));
     }
     if !t.bytes().all(|b| (0x20..0x7f).contains(&b)) {
@@ -99,8 +93,8 @@ fn same(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> D<bool> {
 
 /// What a rule decided: the fields of the decision it fills in.
 struct Outcome<'py> {
-    kind: &'static str,
-    reason: &'static str,
+    kind: Bound<'py, PyString>,
+    reason: Bound<'py, PyString>,
     detail: String,
     claim: Option<Bound<'py, PyDict>>,
     target: Option<Bound<'py, PyAny>>,
@@ -109,12 +103,18 @@ struct Outcome<'py> {
     stale: bool,
 }
 
-impl Outcome<'_> {
-    /// ``decide_command`` on a ``Refusal``: a rejection with no effect.
-    fn rejected(reason: &'static str, detail: String) -> Self {
+impl<'py> Outcome<'py> {
+    /// ``decide_command`` on a ``Refusal``: a rejection with no effect, its detail cut to
+    /// ``LIMITS["detail"]`` characters.
+    fn rejected(py: Python<'py>, sp: &Spec, reason: &Py<PyString>, detail: String) -> Self {
+        let detail = if chars(&detail) > sp.detail {
+            detail.chars().take(sp.detail).collect()
+        } else {
+            detail
+        };
         Outcome {
-            kind: "rejected",
-            reason,
+            kind: sp.rejected.bind(py).clone(),
+            reason: reason.bind(py).clone(),
             detail,
             claim: None,
             target: None,
@@ -125,9 +125,10 @@ impl Outcome<'_> {
     }
 }
 
-/// ``governance.iso_utc``: ms since the epoch as ISO 8601 UTC (years 1970-9999; else Python).
-fn iso_utc(ms: i64) -> D<String> {
-    if !(0..253_402_300_800_000).contains(&ms) {
+/// ``governance.iso_utc``: ms since the epoch as ISO 8601 UTC, for times in
+/// ``[0, LIMITS["time_max"]]`` (the end of year 9999; else Python).
+fn iso_utc(ms: i64, time_max: i64) -> D<String> {
+    if !(0..=time_max).contains(&ms) {
         return Err(Decline("time"));
     }
     let (secs, rem) = (ms / 1000, ms % 1000);
@@ -152,6 +153,7 @@ fn iso_utc(ms: i64) -> D<String> {
 
 #[pyclass(frozen, module = "claimgraph_native")]
 pub struct Hot {
+    pub(crate) spec: Py<Spec>,
     claim: Py<Codec>,
     claim_header: Vec<u8>,
     retract: Py<Codec>,
@@ -168,12 +170,14 @@ struct St<'py> {
 impl Hot {
     #[new]
     fn new(
+        spec: Py<Spec>,
         claim: Py<Codec>,
         claim_header: Vec<u8>,
         retract: Py<Codec>,
         retract_header: Vec<u8>,
     ) -> Self {
         Hot {
+            spec,
             claim,
             claim_header,
             retract,
@@ -181,7 +185,8 @@ impl Hot {
         }
     }
 
-    /// ``(decision, None)``, or ``(None, why)``: decide it in Python.
+    /// ``(decision, None)``, or ``(None, why)``: decide it in Python. ``rules``: the rules
+    /// revision it is decided under (the graph's, or ``CURRENT`` for an empty graph).
     fn decide<'py>(
         &self,
         py: Python<'py>,
@@ -189,8 +194,9 @@ impl Hot {
         data: &Bound<'py, PyAny>,
         input_offset: &Bound<'py, PyAny>,
         log_time: &Bound<'py, PyAny>,
+        rules: i64,
     ) -> (PyObject, Option<&'static str>) {
-        match self.run(py, state, data, input_offset, log_time) {
+        match self.run(py, state, data, input_offset, log_time, rules) {
             Ok(d) => (d.into_any().unbind(), None),
             Err(Decline(why)) => (py.None(), Some(why)),
         }
@@ -205,7 +211,17 @@ impl Hot {
         data: &Bound<'py, PyAny>,
         input_offset: &Bound<'py, PyAny>,
         log_time: &Bound<'py, PyAny>,
+        rules: i64,
     ) -> D<Bound<'py, PyDict>> {
+        let sp = self.spec.get();
+        // a revision this module implements, and the graph's own (a batch checks each command)
+        if !Spec::decides_rules(rules) {
+            return Err(Decline("rules"));
+        }
+        let graph_rules = state.getattr(intern!(py, "rules"))?;
+        if !graph_rules.is_none() && graph_rules.extract::<i64>()? != rules {
+            return Err(Decline("rules"));
+        }
         let raw = data
             .downcast_exact::<PyBytes>()
             .map_err(|_| Decline("type"))?
@@ -232,7 +248,7 @@ impl Hot {
 
         // decide_command: _check_envelope
         let cid = get(&c, intern!(py, "command_id"))?;
-        check_id(&cid, false)?;
+        check_id(sp, &cid, false)?;
         let graph = state.getattr(intern!(py, "graph"))?;
         if !same(&get(&c, intern!(py, "graph"))?, &graph)? {
             return Err(Decline("refused"));
@@ -253,15 +269,15 @@ impl Hot {
                 "command {} was already decided; use a new command_id to retry",
                 cid.repr()?.to_str()?
             );
-            Outcome::rejected("duplicate_command", detail)
+            Outcome::rejected(py, sp, &sp.duplicate_command, detail)
         } else if is_claim {
-            check_id(&agent, false)?;
-            check_id(&task, true)?;
-            self.claim(py, &st, &c, &cid, &agent, &task, raw.len())?
+            check_id(sp, &agent, false)?;
+            check_id(sp, &task, true)?;
+            self.claim(py, sp, &st, &c, &cid, &agent, &task, raw.len())?
         } else {
-            check_id(&agent, false)?;
-            check_id(&task, true)?;
-            self.retract(py, &st, &c, &agent)?
+            check_id(sp, &agent, false)?;
+            check_id(sp, &task, true)?;
+            self.retract(py, sp, &st, &c, &agent)?
         };
         let Outcome {
             kind,
@@ -279,7 +295,7 @@ impl Hot {
             + 4 * (chars(&detail) + chars(text(&graph)?.to_str()?))
             + 4096
             + 1050 * (supersedes.len() + conflicts_with.len());
-        if n > LIMIT_DECISION_BYTES {
+        if n > sp.decision_bytes {
             return Err(Decline("large"));
         }
         let chain = state.getattr(intern!(py, "chain"))?;
@@ -291,9 +307,9 @@ impl Hot {
         out.set_item(
             intern!(py, "command_type"),
             if is_claim {
-                intern!(py, "claim")
+                sp.claim.bind(py)
             } else {
-                intern!(py, "retract")
+                sp.retract.bind(py)
             },
         )?;
         out.set_item(intern!(py, "input_offset"), input_offset)?;
@@ -334,7 +350,7 @@ impl Hot {
         out.set_item(intern!(py, "run_id"), &none)?;
         out.set_item(intern!(py, "key"), &none)?;
         out.set_item(intern!(py, "signed_by"), &none)?;
-        out.set_item(intern!(py, "rules"), RULES)?;
+        out.set_item(intern!(py, "rules"), rules)?;
         out.set_item(intern!(py, "command_sha256"), hex(&sha256(raw)))?;
         out.set_item(intern!(py, "prev_hash"), hex(chain.as_bytes()))?;
         Ok(out)
@@ -346,6 +362,7 @@ impl Hot {
     fn claim<'py>(
         &self,
         py: Python<'py>,
+        sp: &Spec,
         st: &St<'py>,
         c: &Bound<'py, PyDict>,
         cid: &Bound<'py, PyAny>,
@@ -364,12 +381,12 @@ impl Hot {
         let mut parts: Vec<Bound<'py, PyAny>> = Vec::with_capacity(5);
         for n in names {
             let v = get(c, &PyString::intern(py, n))?;
-            check_id(&v, false)?;
+            check_id(sp, &v, false)?;
             parts.push(v);
         }
         let run_id = get(c, intern!(py, "run_id"))?;
         if !run_id.is_none() {
-            check_id(&run_id, false)?;
+            check_id(sp, &run_id, false)?;
         }
         let conf = get(c, intern!(py, "confidence"))?;
         let cf: f64 = conf.extract()?;
@@ -380,28 +397,28 @@ impl Hot {
         let evidence = evidence
             .downcast::<PyList>()
             .map_err(|_| Decline("error"))?;
-        if evidence.len() > LIMIT_EVIDENCE_ITEMS {
+        if evidence.len() > sp.evidence_items {
             return Err(Decline("field"));
         }
         for e in evidence.iter() {
-            check_text(&e, LIMIT_EVIDENCE_ITEM)?;
+            check_text(&e, sp.evidence_item)?;
         }
         let reasoning = get(c, intern!(py, "reasoning"))?;
-        check_text(&reasoning, LIMIT_REASONING)?;
+        check_text(&reasoning, sp.reasoning)?;
         let props = dict(get(c, intern!(py, "properties"))?)?;
-        if props.len() > LIMIT_PROPERTIES {
+        if props.len() > sp.properties {
             return Err(Decline("field"));
         }
         let mut sorted: Vec<(String, Bound<'py, PyAny>, Bound<'py, PyAny>)> = Vec::new();
         for (k, v) in props.iter() {
-            check_id(&k, false)?;
-            check_text(&v, LIMIT_PROPERTY_VALUE)?;
+            check_id(sp, &k, false)?;
+            check_text(&v, sp.property_value)?;
             sorted.push((text(&k)?.to_str()?.to_owned(), k, v));
         }
         let asserted_at = get(c, intern!(py, "asserted_at"))?;
         let ts: i64 = asserted_at.extract()?;
-        if ts < 0 {
-            return Err(Decline("field"));
+        if !(0..=sp.time_max).contains(&ts) {
+            return Err(Decline("field")); // outside [0, LIMITS["time_max"]]: Python's
         }
         let based = get(c, intern!(py, "based_on_version"))?;
         let based_v: Option<i64> = based.extract()?;
@@ -419,6 +436,21 @@ impl Hot {
         let et = ets.get_item(&parts[0])?.ok_or(Decline("refused"))?;
         if !et.getattr(intern!(py, "decision"))?.is_none() {
             return Err(Decline("signals"));
+        }
+        // the declaration (spec.rs): a policy, cardinality, on_stale value or fallback mode
+        // this module does not implement is decided in Python
+        let policy = sp
+            .policy(text(&et.getattr(intern!(py, "conflict_policy"))?)?.to_str()?)
+            .ok_or(Decline("policy"))?;
+        if !sp.knows_cardinality(text(&et.getattr(intern!(py, "cardinality"))?)?.to_str()?) {
+            return Err(Decline("cardinality"));
+        }
+        let on_stale = sp
+            .on_stale(text(&et.getattr(intern!(py, "on_stale"))?)?.to_str()?)
+            .ok_or(Decline("on_stale"))?;
+        let fallback = et.getattr(intern!(py, "fallback"))?;
+        if !sp.knows_fallback(text(&fallback.getattr(intern!(py, "mode"))?)?.to_str()?) {
+            return Err(Decline("fallback"));
         }
         let node_types = schema.getattr(intern!(py, "node_types"))?;
         let node_types = node_types
@@ -448,25 +480,22 @@ impl Hot {
         if !hit {
             return Err(Decline("grant"));
         }
-        let fallback = et.getattr(intern!(py, "fallback"))?;
-        if fallback.getattr(intern!(py, "fails_closed"))?.is_truthy()? {
-            return Err(Decline("fails_closed"));
-        }
 
         let strs: Vec<&str> = parts
             .iter()
             .map(|p| p.downcast::<PyString>().unwrap().to_str())
             .collect::<PyResult<_>>()?;
-        let key = strs.join(&SEP.to_string());
+        let sep = sp.sep.as_str();
+        let key = strs.join(sep);
         let mut slots: Vec<String> = Vec::with_capacity(2);
         if et.getattr(intern!(py, "subject_exclusive"))?.is_truthy()? {
-            slots.push([strs[0], "out", strs[1], strs[2]].join(&SEP.to_string()));
+            slots.push([strs[0], "out", strs[1], strs[2]].join(sep));
         }
         if et.getattr(intern!(py, "object_exclusive"))?.is_truthy()? {
-            slots.push([strs[0], "in", strs[3], strs[4]].join(&SEP.to_string()));
+            slots.push([strs[0], "in", strs[3], strs[4]].join(sep));
         }
         let polarity = text(&get(c, intern!(py, "polarity"))?)?;
-        let asserts = polarity.to_str()? == "assert";
+        let asserts = sp.asserts(polarity.to_str()?).ok_or(Decline("polarity"))?;
 
         let es = st.store.borrow().edge_index(&key);
         // staleness (embedded logs: versions are sequence numbers)
@@ -490,16 +519,16 @@ impl Hot {
                 }
             }
             if changed > b {
-                let on_stale = et.getattr(intern!(py, "on_stale"))?;
-                if text(&on_stale)?.to_str()? == "reject" {
-                    let detail =
-                        format!("the slot changed after version {b}, which the claim was based on");
-                    return Ok(Outcome::rejected("stale_claim", detail));
+                match on_stale {
+                    Stale::Reject => {
+                        let detail = format!(
+                            "the slot changed after version {b}, which the claim was based on"
+                        );
+                        return Ok(Outcome::rejected(py, sp, &sp.stale_claim, detail));
+                    }
+                    Stale::Hold => return Err(Decline("stale")), // held for a resolver
+                    Stale::Accept => stale = true,               // accepted, flagged
                 }
-                if text(&on_stale)?.to_str()? != "accept" {
-                    return Err(Decline("stale")); // quarantine: held for a resolver
-                }
-                stale = true; // accepted, flagged
             }
         }
 
@@ -560,8 +589,7 @@ impl Hot {
                 }
             }
         }
-        let policy = et.getattr(intern!(py, "conflict_policy"))?;
-        let lww = text(&policy)?.to_str()? == "last-write-wins-with-timestamp";
+        let lww = policy == Policy::LastWriteWins;
         let mut newer: Vec<(String, i64)> = Vec::new();
         let supersedes: Vec<String> = if lww {
             let mut all = own.clone();
@@ -589,12 +617,18 @@ impl Hot {
             if let Some((first, t)) = newer.first() {
                 let detail = format!(
                 "asserted_at {} is older than the current claim {} ({}); the newer claim stands",
-                iso_utc(ts)?,
+                iso_utc(ts, sp.time_max)?,
                 first,
-                iso_utc(*t)?
+                iso_utc(*t, sp.time_max)?
             );
                 let ids = newer.into_iter().map(|(i, _)| i).collect();
-                ("conflicted", "older_than_current", detail, Vec::new(), ids)
+                (
+                    &sp.conflicted,
+                    &sp.older_than_current,
+                    detail,
+                    Vec::new(),
+                    ids,
+                )
             } else if !supersedes.is_empty() {
                 let mut d = format!(
                     "supersedes {}",
@@ -603,15 +637,15 @@ impl Hot {
                 if supersedes.len() > 5 {
                     d.push_str(&format!(" and {} more", supersedes.len() - 5));
                 }
-                ("accepted", "supersedes", d, supersedes, Vec::new())
+                (&sp.accepted, &sp.supersedes, d, supersedes, Vec::new())
             } else if !agreeing.is_empty() {
                 let d = format!(
                     "agrees with {}",
                     agreeing[..agreeing.len().min(5)].join(", ")
                 );
-                ("accepted", "corroborates", d, supersedes, Vec::new())
+                (&sp.accepted, &sp.corroborates, d, supersedes, Vec::new())
             } else {
-                ("accepted", "new", String::new(), supersedes, Vec::new())
+                (&sp.accepted, &sp.new, String::new(), supersedes, Vec::new())
             };
 
         // claims.claim_record
@@ -636,8 +670,8 @@ impl Hot {
         }
         rec.set_item(intern!(py, "properties"), props_out)?;
         Ok(Outcome {
-            kind,
-            reason,
+            kind: kind.bind(py).clone(),
+            reason: reason.bind(py).clone(),
             detail,
             claim: Some(rec),
             target: None,
@@ -652,14 +686,15 @@ impl Hot {
     fn retract<'py>(
         &self,
         py: Python<'py>,
+        sp: &Spec,
         st: &St<'py>,
         c: &Bound<'py, PyDict>,
         agent: &Bound<'py, PyAny>,
     ) -> D<Outcome<'py>> {
         let target = get(c, intern!(py, "claim_id"))?;
-        check_id(&target, false)?;
+        check_id(sp, &target, false)?;
         let reason = get(c, intern!(py, "reason"))?;
-        check_text(&reason, LIMIT_REASONING)?;
+        check_text(&reason, sp.reasoning)?;
         let store = st.store.borrow();
         let ci = match target.downcast::<PyString>() {
             Ok(t) => store.claim_index(t.to_str()?),
@@ -669,14 +704,13 @@ impl Hot {
         if store.claim_agent(ci) != text(agent)?.to_str()? {
             return Err(Decline("refused"));
         }
-        let status = i64::from(store.claim(ci).status);
-        if status != VISIBLE {
+        if store.claim(ci).status != sp.visible {
             return Err(Decline("not_visible"));
         }
         let detail: String = text(&reason)?.to_str()?.chars().take(200).collect();
         Ok(Outcome {
-            kind: "retired",
-            reason: "retracted",
+            kind: sp.retired.bind(py).clone(),
+            reason: sp.retracted.bind(py).clone(),
             detail,
             claim: None,
             target: Some(target),

@@ -5,7 +5,10 @@
 //! It mutates the Python ``GraphState`` exactly as ``evolve`` does, in the same order (dict
 //! insertion order is part of the state's canonical encoding), and returns the same
 //! ``Changes``. Any other decision — and any hot-looking one that meets a withheld claim — is
-//! declined before anything is changed, and ``evolve`` folds it.
+//! declined before anything is changed, and ``evolve`` folds it — and so is every decision
+//! outside the declaration of ``spec.rs``: one made under a rules revision it does not list
+//! (``FOLD_RULES``), or a claim on an edge type whose conflict policy it does not implement.
+//! The statuses, kinds and reasons it reads and writes are the specification's (``Spec``).
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
@@ -14,19 +17,14 @@ use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyType};
 
 use crate::decide::Decline;
 use crate::sha256::sha256;
+use crate::spec::{Policy, Spec};
 use crate::table::{store_of, Store};
 
 type D<T> = Result<T, Decline>;
 
-const SEP: &str = "\x1f";
-const VISIBLE: i64 = 1;
-const WITHHELD: i64 = 2;
-const LOST: i64 = 3;
-const SUPERSEDED: i64 = 4;
-const RETIRED: i64 = 5;
-
 #[pyclass(frozen, module = "claimgraph_native")]
 pub struct Fold {
+    spec: Py<Spec>,
     changes: Py<PyType>,
 }
 
@@ -50,8 +48,9 @@ fn empty(v: &Bound<'_, PyAny>) -> D<bool> {
 }
 
 /// The state being folded, and what the fold collects (``before``, ``Changes``).
-struct Run<'py> {
+struct Run<'s, 'py> {
     py: Python<'py>,
+    sp: &'s Spec,
     state: Bound<'py, PyAny>,
     store: Bound<'py, Store>,
     slot_holder: Bound<'py, PyDict>,
@@ -65,10 +64,11 @@ struct Run<'py> {
     keys: Vec<(String, Bound<'py, PyAny>)>,
 }
 
-impl<'py> Run<'py> {
+impl<'py> Run<'_, 'py> {
     /// ``GraphState.slots_of`` (its ``_sides`` cache filled by Python on a miss).
     fn slots(&self, key: &str) -> D<Vec<String>> {
-        let name = key.split(SEP).next().unwrap_or("");
+        let sep = self.sp.sep.as_str();
+        let name = key.split(sep).next().unwrap_or("");
         let sides = match self.sides.get_item(name)? {
             Some(x) => x,
             None => {
@@ -78,16 +78,16 @@ impl<'py> Run<'py> {
             }
         };
         let (subj, obj): (bool, bool) = sides.extract()?;
-        let p: Vec<&str> = key.split(SEP).collect();
+        let p: Vec<&str> = key.split(sep).collect();
         if p.len() != 5 {
             return Err(Decline("error"));
         }
         let mut out = Vec::with_capacity(2);
         if subj {
-            out.push([p[0], "out", p[1], p[2]].join(SEP));
+            out.push([p[0], "out", p[1], p[2]].join(sep));
         }
         if obj {
-            out.push([p[0], "in", p[3], p[4]].join(SEP));
+            out.push([p[0], "in", p[3], p[4]].join(sep));
         }
         Ok(out)
     }
@@ -155,7 +155,7 @@ impl<'py> Run<'py> {
         self.remember(key)?;
         {
             let mut st = self.store.borrow_mut();
-            st.set_status(ci, VISIBLE as u8);
+            st.set_status(ci, self.sp.visible);
             let e = st.ensure_edge(key)?;
             let mut vis = st.visible(e);
             vis.push(ci);
@@ -167,18 +167,19 @@ impl<'py> Run<'py> {
                 self.slot_holder.set_item(sl, &k)?;
             }
         }
-        self.ch_claims.push((id.to_owned(), VISIBLE));
+        self.ch_claims
+            .push((id.to_owned(), i64::from(self.sp.visible)));
         self.touch(key);
         Ok(())
     }
 
     /// ``GraphState._hide`` of a claim that is not withheld (checked before the fold began).
-    fn hide(&mut self, id: &str, status: i64) -> D<()> {
+    fn hide(&mut self, id: &str, status: u8) -> D<()> {
         let ci = self.claim(id)?;
         let key = self.store.borrow().claim_key(ci).into_owned();
         self.remember(&key)?;
-        let now = i64::from(self.store.borrow().claim(ci).status);
-        if now == VISIBLE {
+        let now = self.store.borrow().claim(ci).status;
+        if now == self.sp.visible {
             let any_assert = {
                 let mut st = self.store.borrow_mut();
                 let e = st.edge_index(&key).ok_or(Decline("error"))?;
@@ -197,8 +198,8 @@ impl<'py> Run<'py> {
                 }
             }
         }
-        self.store.borrow_mut().set_status(ci, status as u8);
-        self.ch_claims.push((id.to_owned(), status));
+        self.store.borrow_mut().set_status(ci, status);
+        self.ch_claims.push((id.to_owned(), i64::from(status)));
         self.touch(&key);
         Ok(())
     }
@@ -215,8 +216,8 @@ impl<'py> Run<'py> {
 #[pymethods]
 impl Fold {
     #[new]
-    fn new(changes: Py<PyType>) -> Self {
-        Fold { changes }
+    fn new(spec: Py<Spec>, changes: Py<PyType>) -> Self {
+        Fold { spec, changes }
     }
 
     /// ``(changes, None)`` with the state folded, or ``(None, why)``: nothing changed, fold it
@@ -278,7 +279,8 @@ impl Fold {
         let ch = self.changes.bind(py).call0()?;
         bookkeeping(py, state, d, version, raw)?;
         let cid = item(d, intern!(py, "command_id"))?;
-        let duplicate = s(&item(d, intern!(py, "reason"))?)? == "duplicate_command";
+        let duplicate =
+            item(d, intern!(py, "reason"))?.eq(self.spec.get().duplicate_command.bind(py))?;
         if cid.is_truthy()? && !duplicate {
             let other = state.getattr(intern!(py, "other_commands"))?;
             other
@@ -297,20 +299,29 @@ impl Fold {
         version: &Bound<'py, PyAny>,
         raw: &Bound<'py, PyAny>,
     ) -> D<Bound<'py, PyAny>> {
+        let sp: &Spec = self.spec.get();
         let raw = raw
             .downcast_exact::<PyBytes>()
             .map_err(|_| Decline("raw"))?
             .as_bytes();
-        let kind = s(&item(d, intern!(py, "kind"))?)?;
-        let ctype = s(&item(d, intern!(py, "command_type"))?)?;
-        if kind == "rejected" {
+        // a decision of a rules revision whose fold this module implements
+        let rules: i64 = item(d, intern!(py, "rules"))?
+            .extract()
+            .map_err(|_| Decline("rules"))?;
+        if !Spec::folds_rules(rules) {
+            return Err(Decline("rules"));
+        }
+        let kind = item(d, intern!(py, "kind"))?;
+        let ctype = item(d, intern!(py, "command_type"))?;
+        if kind.eq(sp.rejected.bind(py))? {
             return self
                 .rejected(py, state, d, version, raw)
                 .map_err(|_| Decline("broken"));
         }
-        let lost = ctype == "claim" && kind == "conflicted"; // stored, shown nowhere
-        let is_claim = ctype == "claim" && (kind == "accepted" || lost);
-        let is_retract = ctype == "retract" && kind == "retired";
+        let claim_type = ctype.eq(sp.claim.bind(py))?;
+        let lost = claim_type && kind.eq(sp.conflicted.bind(py))?; // stored, shown nowhere
+        let is_claim = claim_type && (lost || kind.eq(sp.accepted.bind(py))?);
+        let is_retract = ctype.eq(sp.retract.bind(py))? && kind.eq(sp.retired.bind(py))?;
         if !(is_claim || is_retract) {
             return Err(Decline("kind"));
         }
@@ -342,6 +353,7 @@ impl Fold {
         let store = store_of(state)?;
         let mut run = Run {
             py,
+            sp,
             state: state.clone(),
             store,
             slot_holder: dict(state.getattr(intern!(py, "slot_holder"))?)?,
@@ -356,7 +368,7 @@ impl Fold {
         let target_s = if is_retract { Some(s(&target)?) } else { None };
         for id in supersedes.iter().chain(target_s.iter()) {
             let ci = run.claim(id)?;
-            if i64::from(run.store.borrow().claim(ci).status) == WITHHELD {
+            if run.store.borrow().claim(ci).status == sp.withheld {
                 return Err(Decline("withheld"));
             }
         }
@@ -372,8 +384,11 @@ impl Fold {
             ] {
                 parts.push(s(&item(c, &PyString::intern(py, n))?)?);
             }
-            let key = parts.join(SEP);
+            let key = parts.join(sp.sep.as_str());
             let id_obj = item(c, intern!(py, "claim_id"))?;
+            let asserts = sp
+                .asserts(&s(&item(c, intern!(py, "polarity"))?)?)
+                .ok_or(Decline("polarity"))?;
             let id = s(&id_obj)?;
             {
                 let st = run.store.borrow();
@@ -386,7 +401,23 @@ impl Fold {
                     }
                 }
             }
-            Some((c.clone(), key, id, id_obj, parts.swap_remove(0)))
+            // the claim's edge type: its policy is one this module implements (its votes)
+            let merges = {
+                let schema = state.getattr(intern!(py, "schema"))?;
+                if schema.is_none() {
+                    false
+                } else {
+                    let ets = dict(schema.getattr(intern!(py, "edge_types"))?)?;
+                    match ets.get_item(&parts[0])? {
+                        None => false,
+                        Some(et) => {
+                            let policy = et.getattr(intern!(py, "conflict_policy"))?;
+                            sp.policy(&s(&policy)?).ok_or(Decline("policy"))? == Policy::Merge
+                        }
+                    }
+                }
+            };
+            Some((c.clone(), key, id, id_obj, merges, asserts))
         } else {
             None
         };
@@ -408,9 +439,8 @@ impl Fold {
                     .add(&cid)?;
             }
 
-            if let Some((c, key, id, id_obj, edge_type)) = claim_parts {
+            if let Some((c, key, id, id_obj, merges, asserts)) = claim_parts {
                 run.remember(&key)?;
-                let asserts = s(&item(&c, intern!(py, "polarity"))?)? == "assert";
                 let agent = item(&c, intern!(py, "agent"))?;
                 let agent = agent.downcast::<PyString>().map_err(|_| Decline("error"))?;
                 let agent_i = PyString::intern(py, agent.to_str()?);
@@ -424,44 +454,36 @@ impl Fold {
                     agent.to_str()?,
                     asserts,
                     ts,
-                    LOST as u8,
+                    sp.lost,
                     None,
                     conf,
                     based,
                 )?;
                 ch.setattr(intern!(py, "new_claim"), &c)?;
-                let schema = state.getattr(intern!(py, "schema"))?;
-                if !schema.is_none() {
-                    let ets = dict(schema.getattr(intern!(py, "edge_types"))?)?;
-                    if let Some(et) = ets.get_item(&edge_type)? {
-                        let policy = et.getattr(intern!(py, "conflict_policy"))?;
-                        if s(&policy.getattr(intern!(py, "value"))?)? == "confidence-weighted-merge"
-                        {
-                            let votes = dict(state.getattr(intern!(py, "votes"))?)?;
-                            let group = run.vote_group(&key)?;
-                            let g = match votes.get_item(&group)? {
-                                Some(g) => g,
-                                None => {
-                                    let g = PyDict::new(py).into_any();
-                                    votes.set_item(&group, &g)?;
-                                    g
-                                }
-                            };
-                            g.set_item(&agent_i, &id_obj)?;
+                if merges {
+                    let votes = dict(state.getattr(intern!(py, "votes"))?)?;
+                    let group = run.vote_group(&key)?;
+                    let g = match votes.get_item(&group)? {
+                        Some(g) => g,
+                        None => {
+                            let g = PyDict::new(py).into_any();
+                            votes.set_item(&group, &g)?;
+                            g
                         }
-                    }
+                    };
+                    g.set_item(&agent_i, &id_obj)?;
                 }
                 if lost {
-                    run.ch_claims.push((id.clone(), LOST));
+                    run.ch_claims.push((id.clone(), i64::from(sp.lost)));
                 } else {
                     run.show(&id, ci, &key, asserts)?;
                 }
             }
             for c in &supersedes {
-                run.hide(c, SUPERSEDED)?;
+                run.hide(c, sp.superseded)?;
             }
             if let Some(t) = &target_s {
-                run.hide(t, RETIRED)?;
+                run.hide(t, sp.retired_status)?;
                 // _drop_vote
                 let ci = run.claim(t)?;
                 let (key, agent) = {

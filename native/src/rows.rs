@@ -6,8 +6,10 @@
 //! It covers what the native fold produces — a new claim's record, claim status rows, edge
 //! rows with their two adjacency rows and a history row, the input index row — and declines
 //! (nothing staged, nothing changed) a decision that changed a slot, a conflict, a
-//! calibration record or the schema, an erase, or a value the writers do not know;
-//! ``Projector.stage`` writes those.
+//! calibration record or the schema, one of a command kind the fold does not fold (an erase),
+//! or a value the writers do not know; ``Projector.stage`` writes those. It writes the row
+//! layouts ``spec::LAYOUTS`` lists (the caller checks the store's); the claim statuses and
+//! the key separator are the specification's (``Spec``), the ``STATIC`` strings layout 2's.
 
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -15,25 +17,12 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyT
 use std::collections::HashMap;
 
 use crate::decide::Decline;
+use crate::spec::{Spec, FOLDS};
 use crate::table::{store_of, Store};
 
 type D<T> = Result<T, Decline>;
 
-const SEP: &str = "\x1f";
 const MAX: u64 = u64::MAX;
-
-/// ``STATUS_NAMES`` of ``claimgraph.core.entities``.
-pub fn status_name(status: i64) -> D<&'static str> {
-    Ok(match status {
-        1 => "visible",
-        2 => "withheld",
-        3 => "lost",
-        4 => "superseded",
-        5 => "retired",
-        6 => "dismissed",
-        _ => return Err(Decline("status")),
-    })
-}
 
 /// ``rows.entity_key``: family ‖ entity ‖ 0x00 ‖ u64_be(2^64 - 1 - version).
 pub fn entity_key(family: u8, entity: &str, version: u64) -> Vec<u8> {
@@ -466,8 +455,9 @@ fn empty(v: &Bound<'_, PyAny>) -> D<bool> {
 }
 
 /// What staging reads of the projector and the state.
-pub struct Stage<'py> {
+pub struct Stage<'s, 'py> {
     pub py: Python<'py>,
+    pub sp: &'s Spec,
     pub state: Bound<'py, PyAny>,
     pub store: Bound<'py, Store>,
     pub slot_conflict: Bound<'py, PyDict>,
@@ -477,9 +467,10 @@ pub struct Stage<'py> {
     pub index_inputs: bool,
 }
 
-impl<'py> Stage<'py> {
+impl<'s, 'py> Stage<'s, 'py> {
     pub fn new(
         py: Python<'py>,
+        sp: &'s Spec,
         state: &Bound<'py, PyAny>,
         projector: &Bound<'py, PyAny>,
     ) -> D<Self> {
@@ -488,6 +479,7 @@ impl<'py> Stage<'py> {
         };
         Ok(Stage {
             py,
+            sp,
             state: state.clone(),
             store: store_of(state)?,
             slot_conflict: dict(state.getattr(intern!(py, "slot_conflict"))?)?,
@@ -513,12 +505,13 @@ impl<'py> Stage<'py> {
             }
         };
         let (subj, obj): (bool, bool) = sides.extract()?;
+        let sep = self.sp.sep.as_str();
         let mut out = Vec::with_capacity(2);
         if subj {
-            out.push([p[0], "out", p[1], p[2]].join(SEP));
+            out.push([p[0], "out", p[1], p[2]].join(sep));
         }
         if obj {
-            out.push([p[0], "in", p[3], p[4]].join(SEP));
+            out.push([p[0], "in", p[3], p[4]].join(sep));
         }
         Ok(out)
     }
@@ -594,9 +587,13 @@ impl<'py> Stage<'py> {
         if !get(intern!(py, "schema"))?.is_none() {
             return Err(Decline("changes"));
         }
-        if s(&get(intern!(py, "command_type"))?)? == "erase" {
+        // a rejection, or a decision of a kind the native fold folds (an erase is not one)
+        let rejected = get(intern!(py, "kind"))?.eq(self.sp.rejected.bind(py))?;
+        if !rejected && !FOLDS.contains(&s(&get(intern!(py, "command_type"))?)?.as_str()) {
             return Err(Decline("changes"));
         }
+        let status_name =
+            |status: i64| -> D<&str> { self.sp.status_name(status).ok_or(Decline("status")) };
         let new_claim = ch.getattr(intern!(py, "new_claim"))?;
         let mut out: Vec<Vec<u8>> = Vec::new();
         let changed: Vec<(String, i64)> = ch.getattr(intern!(py, "claims"))?.extract()?;
@@ -618,7 +615,7 @@ impl<'py> Stage<'py> {
             }
         }
         // the new claim's record, once (R)
-        let mut new_record: Option<(String, Vec<u8>, Bound<'py, PyDict>, &'static str)> = None;
+        let mut new_record: Option<(String, Vec<u8>, Bound<'py, PyDict>, &str)> = None;
         if let Some(id) = new_id {
             let nc = new_claim
                 .downcast::<PyDict>()
@@ -632,7 +629,8 @@ impl<'py> Stage<'py> {
         }
         let edge_keys: Vec<String> = ch.getattr(intern!(py, "edges"))?.extract()?;
         for key in &edge_keys {
-            let p: Vec<&str> = key.split(SEP).collect();
+            let sep = self.sp.sep.as_str();
+            let p: Vec<&str> = key.split(sep).collect();
             if p.len() != 5 {
                 return Err(Decline("error"));
             }
@@ -660,18 +658,18 @@ impl<'py> Stage<'py> {
             let (t, st, si, ot, oi) = (p[0], p[1], p[2], p[3], p[4]);
             out.push(entity_key(
                 b'A',
-                &[st, si, "out", t, ot, oi].join(SEP),
+                &[st, si, "out", t, ot, oi].join(sep),
                 version,
             ));
             out.push(value.clone());
             out.push(entity_key(
                 b'A',
-                &[ot, oi, "in", t, st, si].join(SEP),
+                &[ot, oi, "in", t, st, si].join(sep),
                 version,
             ));
             out.push(value);
             // _history_row: rows.encode_history
-            let mut touched: Vec<(&str, &'static str)> = Vec::new();
+            let mut touched: Vec<(&str, &str)> = Vec::new();
             {
                 let st = self.store.borrow();
                 for (id, _) in &changed {

@@ -1328,8 +1328,9 @@ fn iter(store: &Py<Store>, py: Python<'_>, what: u8) -> TableIter {
 
 impl ClaimMap {
     fn find(&self, py: Python<'_>, k: &Bound<'_, PyAny>) -> PyResult<Option<ClaimRef>> {
-        let Ok(s) = k.downcast::<PyString>() else {
-            return Ok(None);
+        let s = match k.downcast::<PyString>() {
+            Ok(s) => s,
+            Err(_) => return Ok(None),
         };
         let found = self.store.bind(py).borrow().claim_index(s.to_str()?);
         Ok(found.map(|i| ClaimRef {
@@ -1346,8 +1347,9 @@ impl ClaimMap {
     }
 
     fn __contains__(&self, py: Python<'_>, k: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let Ok(s) = k.downcast::<PyString>() else {
-            return Ok(false);
+        let s = match k.downcast::<PyString>() {
+            Ok(s) => s,
+            Err(_) => return Ok(false),
         };
         Ok(self
             .store
@@ -1427,8 +1429,9 @@ impl ClaimMap {
 
 impl EdgeMap {
     fn find(&self, py: Python<'_>, k: &Bound<'_, PyAny>) -> PyResult<Option<EdgeRef>> {
-        let Ok(s) = k.downcast::<PyString>() else {
-            return Ok(None);
+        let s = match k.downcast::<PyString>() {
+            Ok(s) => s,
+            Err(_) => return Ok(None),
         };
         let found = self.store.bind(py).borrow().edge_index(s.to_str()?);
         Ok(found.map(|i| EdgeRef {
@@ -1445,8 +1448,9 @@ impl EdgeMap {
     }
 
     fn __contains__(&self, py: Python<'_>, k: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let Ok(s) = k.downcast::<PyString>() else {
-            return Ok(false);
+        let s = match k.downcast::<PyString>() {
+            Ok(s) => s,
+            Err(_) => return Ok(false),
         };
         Ok(self
             .store
