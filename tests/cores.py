@@ -30,6 +30,8 @@ BOTH_CORES = (
     "test_audit_ranges.py",
     "test_state_codec.py",
     "test_checkpoints.py",
+    "test_total_governor.py",  # commands drawn from the declared domains: one decision each
+    "test_total_repros.py",  # far-future times, a failing rule, witnesses of lost versions
 )
 
 if __name__ == "__main__":

@@ -695,6 +695,11 @@ impl Hot {
         check_id(sp, &target, false)?;
         let reason = get(c, intern!(py, "reason"))?;
         check_text(&reason, sp.reasoning)?;
+        // revision 3 checks the run id's domain (an id or null): decline any other
+        let run_id = get(c, intern!(py, "run_id"))?;
+        if !run_id.is_none() {
+            check_id(sp, &run_id, false)?;
+        }
         let store = st.store.borrow();
         let ci = match target.downcast::<PyString>() {
             Ok(t) => store.claim_index(t.to_str()?),

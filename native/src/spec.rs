@@ -36,9 +36,13 @@ pub enum Stale {
 }
 
 /// The governor rules revisions ``decide`` implements (``claimgraph.core.governor.revisions``).
-pub const RULES: &[i64] = &[2];
+/// Revision 3 checks every field against its declared domain before any rule runs and records
+/// a failing rule as ``internal_error``: for the commands decided here the decisions are those
+/// of revision 2, because every field outside the spec's bounds is declined (and decided in
+/// Python) before anything is decided, and nothing here raises into a decision.
+pub const RULES: &[i64] = &[2, 3];
 /// The rules revisions whose decisions the fold folds (its effects did not change between them).
-pub const FOLD_RULES: &[i64] = &[1, 2];
+pub const FOLD_RULES: &[i64] = &[1, 2, 3];
 /// The projection row layouts ``rows`` writes (``claimgraph.projections.rows.LAYOUT``).
 pub const LAYOUTS: &[i64] = &[2];
 /// The command kinds ``decide`` decides.
