@@ -32,6 +32,7 @@ BOTH_CORES = (
     "test_checkpoints.py",
     "test_total_governor.py",  # commands drawn from the declared domains: one decision each
     "test_total_repros.py",  # far-future times, a failing rule, witnesses of lost versions
+    "test_one_slot_one_answer.py",  # the slot read and its edge reads agree, generated
 )
 
 if __name__ == "__main__":

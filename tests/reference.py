@@ -259,12 +259,18 @@ class View:
         self, edge_type: str, node: Node, direction: str
     ) -> tuple[str, str | None, list[Node]]:
         """(present | absent | unknown, conflict id, present neighbours) of a slot."""
-        nodes = sorted(
-            n[1] for n in self.neighbors(node, direction, edge_type) if n[2] == "present"
-        )
+        views = self.neighbors(node, direction, edge_type)
+        nodes = sorted(n[1] for n in views if n[2] == "present")
         holders = self.slot_holders((edge_type, direction, *node))
         if holders:
             return "unknown", holders[0], nodes
+        info = self.schema.edge_types.get(edge_type) if self.schema is not None else None
+        sides = EXCLUSIVE_SUBJECT if direction == "out" else EXCLUSIVE_OBJECT
+        if info is not None and info.cardinality in sides:
+            # one slot, one answer: an edge of an exclusive slot that reads unknown
+            unknown = [n[3] for n in views if n[2] == "unknown"]
+            if unknown:
+                return "unknown", unknown[0], nodes
         return ("present" if nodes else "absent"), None, nodes
 
 

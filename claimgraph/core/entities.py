@@ -142,7 +142,7 @@ class ConflictState:
     claims: list[str] = field(default_factory=list)
     slots: list[str] = field(default_factory=list)
     closed_at: int | None = None
-    outcome: str = ""  # resolved | released | fallback | emptied
+    outcome: str = ""  # resolved | released | fallback | emptied | settled | merged into <id>
     members: list[str] = field(default_factory=list)  # every claim ever withheld in it
     blocked_reads: int = 0
     opened_time: int = 0  # log time of the decision that opened it (deadlines count from it)

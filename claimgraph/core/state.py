@@ -299,6 +299,12 @@ class GraphState:
                 self._show(claim["claim_id"], before, ch)
             else:
                 ch.claims.append((claim["claim_id"], LOST))
+        for x in d["exits"]:  # revision 4: a conflict merged into the one this decision names
+            if x["action"] == "merge" and conflict_id is not None:
+                merged = self.conflicts[x["conflict_id"]]
+                for c in list(merged.claims):  # withheld, released or superseded below
+                    self._leave_conflict(c, self.claims[c], ch)
+                merged.outcome = f"merged into {conflict_id}"
         for c in d["supersedes"]:
             self._hide(c, SUPERSEDED, before, ch)
         for c in d["withheld"]:
@@ -509,11 +515,14 @@ class GraphState:
             return
         conflict.closed_at = version
         self.open_conflicts.pop(conflict_id, None)
-        conflict.outcome = {"resolve": "resolved", "retract": "released"}.get(
-            d["command_type"], "fallback" if d["exits"] else "emptied"
-        )
-        if d["reason"] == "conflict_settled":
+        if conflict.outcome.startswith("merged into "):
+            pass  # its claims moved to another conflict (rules revision 4)
+        elif d["reason"] == "conflict_settled":
             conflict.outcome = "settled"  # its claims came to agree (rules revision 2)
+        else:
+            conflict.outcome = {"resolve": "resolved", "retract": "released"}.get(
+                d["command_type"], "fallback" if d["exits"] else "emptied"
+            )
         for s in conflict.slots:
             if self.slot_conflict.get(s) == conflict_id:
                 del self.slot_conflict[s]

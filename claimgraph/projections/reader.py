@@ -328,14 +328,19 @@ class ProjectionReader:
         self._check(at)
         slot = SEP.join((edge_type, direction, node[0], node[1]))
         conflict = self._slot_conflict(slot, at)
-        nodes = tuple(
-            n.node
-            for n in self.neighbors(node, at, edge_type=edge_type, direction=direction, halt=False)
-            if n.state == "present"
+        views = self.neighbors(node, at, edge_type=edge_type, direction=direction, halt=False)
+        nodes = tuple(n.node for n in views if n.state == "present")
+        schema = self.schema(at)
+        et = schema.edge_types.get(edge_type) if schema else None
+        exclusive = et is not None and (
+            et.subject_exclusive if direction == "out" else et.object_exclusive
         )
+        if conflict is None and exclusive:
+            # one slot, one answer: an edge of an exclusive slot that reads unknown (a withheld
+            # denial disputes its edge, not the slot's row) makes the slot unknown too, as its
+            # edge read says — never a shorter "present" or "absent"
+            conflict = next((n.conflict_id for n in views if n.state == "unknown"), None)
         if conflict is not None:
-            schema = self.schema(at)
-            et = schema.edge_types.get(edge_type) if schema else None
             if halt and et is not None and et.on_unknown == OnUnknown.HALT:
                 raise UnknownSlotError(f"slot {edge_type}({node[1]}, {direction})", conflict)
             return SlotView(

@@ -40,9 +40,12 @@ pub enum Stale {
 /// a failing rule as ``internal_error``: for the commands decided here the decisions are those
 /// of revision 2, because every field outside the spec's bounds is declined (and decided in
 /// Python) before anything is decided, and nothing here raises into a decision.
-pub const RULES: &[i64] = &[2, 3];
-/// The rules revisions whose decisions the fold folds (its effects did not change between them).
-pub const FOLD_RULES: &[i64] = &[1, 2, 3];
+/// Revision 4 changes fail-closed domains (declined here: no ``fail_closed`` fallback mode
+/// below) and conflicts that meet (declined: a claim touching a conflict is Python's).
+pub const RULES: &[i64] = &[2, 3, 4];
+/// The rules revisions whose decisions the fold folds (its effects did not change between them;
+/// revision 4's merge exits come only with a conflict id, which the fold declines).
+pub const FOLD_RULES: &[i64] = &[1, 2, 3, 4];
 /// The projection row layouts ``rows`` writes (``claimgraph.projections.rows.LAYOUT``).
 pub const LAYOUTS: &[i64] = &[2];
 /// The command kinds ``decide`` decides.

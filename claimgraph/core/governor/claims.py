@@ -183,20 +183,45 @@ def claim(state: GraphState, cmd: Command, d: Decision) -> None:
         # the claims this one would withhold may be disputed through other slots of their edges
         for other in (*opposing, *agreeing):
             touching |= state.conflicts_touching(state.claims[other].edge)
+    merged: list[str] = []  # claims of the conflicts merged into the one this claim joins
     if len(touching) > 1:
-        raise Refusal(
-            Reason.CONFLICT_OVERLAP,
-            f"the claim touches several open conflicts ({', '.join(sorted(touching))}); "
-            "resolve one of them first",
-        )
-    open_conflict = state.edge_conflict(key) or (next(iter(touching)) if touching else None)
-    unsafe = _held_for_a_human(state, et, c, d, own, agreeing)
+        if not at_least(d, 4):
+            raise Refusal(
+                Reason.CONFLICT_OVERLAP,
+                f"the claim touches several open conflicts ({', '.join(sorted(touching))}); "
+                "resolve one of them first",
+            )
+        # revision 4: conflicts that meet merge, under the older one (recorded as exits)
+        survivor = min(touching, key=lambda x: (state.conflicts[x].opened_at, x))
+        for other in sorted(touching - {survivor}):
+            merged += state.conflicts[other].claims
+            d["exits"].append(
+                {
+                    "conflict_id": other,
+                    "trigger": "merged",
+                    "action": "merge",
+                    "detail": f"merged into {survivor}",
+                }
+            )
+        touching = {survivor}
+        open_conflict: str | None = survivor
+    else:
+        open_conflict = state.edge_conflict(key) or (next(iter(touching)) if touching else None)
+    pool: list[str] = []  # the claims of the conflict it joins, merged ones included
+    if open_conflict is not None:
+        pool = [*state.conflicts[open_conflict].claims, *merged]
+    # disputed: another writer's claim disagrees with this one (on the edge, in a slot, or in
+    # the conflict it joins); revision 4 holds only a disputed claim for a human
+    disputed = bool(opposing) or any(
+        state.claims[x].agent != agent and claim_outcome(state, x) != (key, asserts)
+        for x in pool
+    )
+    unsafe = _held_for_a_human(state, et, c, d, own, agreeing, disputed)
     if open_conflict is not None and at_least(d, 2):
         # a writer's new claim replaces its own earlier claims in the conflict too; when the
         # claims left then all agree with it, the conflict settles itself (recorded)
-        conflict = state.conflicts[open_conflict]
-        mine = [x for x in conflict.claims if state.claims[x].agent == agent and x not in own]
-        rest = [x for x in conflict.claims if x not in mine]
+        mine = [x for x in pool if state.claims[x].agent == agent and x not in own]
+        rest = [x for x in pool if x not in mine]
         agree = all(claim_outcome(state, x) == (key, asserts) for x in rest)
         if rest and agree and not opposing and not unsafe:
             release(state, rest, d)
@@ -206,12 +231,14 @@ def claim(state: GraphState, cmd: Command, d: Decision) -> None:
             d["supersedes"] = [*own, *mine, *(x for x in d["supersedes"] if x not in own)]
             d["detail"] = f"every claim left in {open_conflict} now agrees with this one: settled"
             return
+        moved = [x for x in merged if x not in mine]  # into the survivor, withheld still
         quarantine(
             d,
             open_conflict,
             Reason.JOINS_CONFLICT,
-            f"the slot is under conflict {open_conflict}; the claim joins it",
-            withheld=[*agreeing, *opposing],
+            f"the slot is under conflict {open_conflict}; the claim joins it"
+            + (f" (merging {', '.join(x['conflict_id'] for x in d['exits'])})" if merged else ""),
+            withheld=[*agreeing, *opposing, *(x for x in moved if x not in agreeing + opposing)],
             supersedes=[*own, *mine],
             against=opposing,
         )
@@ -289,10 +316,18 @@ def _held_for_a_human(
     d: Decision,
     own: list[str],
     agreeing: list[str],
+    disputed: bool,
 ) -> bool:
     """Revision 2: in a fail-closed domain only a human moves a decision slot off its safe
-    value, by any route — a denial of the safe value included. True when ``c`` would."""
+    value, by any route — a denial of the safe value included. True when ``c`` would.
+
+    Revision 4 (DESIGN §2, the second article's ``fallback_strategy(conflict)``): the rule is
+    for disagreement — a claim nobody disputes is decided as in any domain (an owner may
+    always withdraw or change its own claim); only a ``disputed`` one is held for a human.
+    """
     if not at_least(d, 2) or not et.fallback.fails_closed:
+        return False
+    if at_least(d, 4) and not disputed:
         return False
     assert state.schema is not None
     if state.schema.is_human(c["agent"]):

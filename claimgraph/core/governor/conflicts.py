@@ -193,6 +193,12 @@ def open_conflict(state: GraphState, conflict_id: str) -> ConflictState:
     if conflict is None:
         raise Refusal(Reason.UNKNOWN_CONFLICT, f"no conflict {conflict_id!r}")
     if not conflict.open:
+        if conflict.outcome.startswith("merged into "):
+            survivor = conflict.outcome.removeprefix("merged into ")
+            raise Refusal(
+                Reason.CONFLICT_CLOSED,
+                f"conflict {conflict_id!r} was merged into {survivor!r}: name {survivor!r}",
+            )
         raise Refusal(
             Reason.CONFLICT_CLOSED,
             f"conflict {conflict_id!r} is already closed ({conflict.outcome})",

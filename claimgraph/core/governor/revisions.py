@@ -19,6 +19,8 @@ Revisions:
 3. One declared input domain: every field of every command is checked against its domain in
    the command catalogue before any rule runs (times end at year 9999), and a rule that fails
    unexpectedly is a recorded ``internal_error`` rejection (see :data:`CHANGES`).
+4. Fail closed for disagreement (DESIGN §2): an undisputed claim in a fail-closed domain is
+   decided as in any domain; conflicts that meet merge.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from claimgraph.core.model import Decision
 __all__ = ["CHANGES", "CURRENT", "LEGACY", "at_least"]
 
 LEGACY = 1
-CURRENT = 3
+CURRENT = 4
 
 # What each revision changed, for `claimgraph rules show` and the docs.
 CHANGES: dict[int, tuple[str, ...]] = {
@@ -60,6 +62,17 @@ CHANGES: dict[int, tuple[str, ...]] = {
         "a rule that fails unexpectedly is recorded as rejected/internal_error naming the rule "
         "and the exception's class, with no effect (under every revision: a raise never "
         "produced a decision)",
+    ),
+    4: (
+        "fail closed for disagreement: in a fail-closed domain a claim nobody disputes (no "
+        "other writer's claim disagrees with it on its edge, in its slots or in the conflict it "
+        "joins) is decided as in any domain — a first automated APPROVE is accepted, an owner "
+        "withdraws or changes its own claim; only a disputed claim that would move a decision "
+        "off its safe value is held for a human, by every route as before",
+        "conflicts that meet merge: a claim touching several open conflicts joins the oldest, "
+        "and the others close as 'merged into <id>' (recorded as merge exits) instead of the "
+        "claim being rejected conflict_overlap; a command naming a merged conflict is rejected "
+        "naming the one it was merged into",
     ),
 }
 
