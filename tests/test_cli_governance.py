@@ -64,6 +64,11 @@ def test_refunds_demo_tells_the_second_article(tmp_path: Path) -> None:
     out = run_refunds_demo(tmp_path / "demo", say=said.append)
     rec, reads = out.receipts, out.reads
     assert reads["r1_unknown"] == ("unknown", "REJECT")
+    # fail closed is for disagreement: an undisputed approval holds, a disputed one is held
+    assert reads["r3_undisputed"] == ("present", (("verdict", "APPROVE"),))
+    assert rec["r3_risk"].kind == "accepted"
+    assert reads["r3_disputed"] == ("unknown", "REJECT")
+    assert any("nobody disputes it: a reader of R-1003 gets PRESENT APPROVE" in x for x in said)
     assert reads["r2_after"] == ["BLOCK_TRANSACTION"]  # block wins
     kinds = sorted((v[0], v[1]) for v in reads["verdicts"].values())
     assert kinds == [

@@ -131,6 +131,10 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
         **_agent("risk-control-agent", "APPROVE", 0.97, ["order_db"], "first refund, small"),
     )
     _show(say, "risk-control", "refund R-1003 → APPROVE (0.97)", r)
+    slot = g.slot("refund_decision", "refund:R-1003")
+    out.reads["r3_undisputed"] = (slot.state, slot.nodes)
+    say(f"   nobody disputes it: a reader of R-1003 gets {slot.state.upper()} "
+        f"{'/'.join(n[1] for n in slot.nodes)} (fail closed is for disagreement)")  # fmt: skip
     rec["r3_fraud"] = r = g.assert_(
         "refund_decision",
         "refund:R-1003",
@@ -138,6 +142,10 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
         **_agent("fraud-agent", "REJECT", 0.7, ["chargeback_db"], "chargeback last year"),
     )
     _show(say, "fraud", "refund R-1003 → REJECT (0.70)", r)
+    slot = g.slot("refund_decision", "refund:R-1003")
+    out.reads["r3_disputed"] = (slot.state, slot.fallback)
+    say(f"   now disputed: a reader of R-1003 gets {slot.state.upper()}, fallback "
+        f"{slot.fallback}, until a person decides")  # fmt: skip
     rec["r4_risk"] = r = g.assert_(
         "refund_decision",
         "refund:R-1004",

@@ -267,8 +267,8 @@ def fail_closed_warnings(schema: GraphSchema) -> list[tuple[str, str]]:
             )  # fmt: skip
         if not schema.humans:
             out.append(
-                (et.name, f"principals.humans is empty: nobody may ever move a decision off "
-                 f"{et.fallback.value!r}"),
+                (et.name, f"principals.humans is empty: a disagreement can never be settled "
+                 f"away from {et.fallback.value!r} (only an undisputed claim moves it)"),
             )  # fmt: skip
         if et.on_unknown == OnUnknown.HALT:
             out.append(
