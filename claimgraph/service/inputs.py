@@ -557,10 +557,14 @@ def fast_claim(value: dict[str, Any], graph: str) -> Command | None:
 
 
 def parse_command(value: str | bytes | dict[str, Any], graph: str) -> Command:
-    """Validate one command (a JSON text or an already parsed object) into a wire command."""
+    """Validate one command (a JSON text or an already parsed object) into a wire command,
+    inside its declared domain (:func:`require_domain`: a CLI command refuses what the
+    governor would reject ``invalid_field``, and records nothing)."""
     if isinstance(value, str | bytes):
         value = loads(value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value)
-    return parse_command_spec(value, graph)
+    command = parse_command_spec(value, graph)
+    require_domain(command)
+    return command
 
 
 def fast_record(value: Any, graph: str) -> bytes | None:
