@@ -336,3 +336,16 @@ def test_a_bom_begins_the_input_only(tmp_path: Path) -> None:
     first, second = map(json.loads, r.stdout.splitlines())
     assert (first["command_id"], first["kind"]) == ("bom-1", "accepted")
     assert second["reason"] == "malformed" and "byte order mark" in second["detail"]
+
+
+def test_a_cli_claim_outside_the_domain_is_refused_and_records_nothing(tmp_path: Path) -> None:
+    """``claimgraph assert`` with a time past year 9999: exit 4 naming the field and the
+    bound, and the graph's head does not move (the CLI answers its caller, as HTTP does)."""
+    path = _new_graph(tmp_path / "g")
+    r = _cli(
+        path, "assert", "depends_on", "service:a", "service:b", "--agent", "inventory-agent",
+        "--asserted-at", str(YEAR_10000),
+    )  # fmt: skip
+    assert r.returncode == 4, r.stderr
+    assert "asserted_at must be an integer in [0, 253402300799999]" in r.stderr
+    assert "head v0" in _cli(path, "head").stdout
