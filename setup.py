@@ -22,25 +22,28 @@ from setuptools import find_packages, setup
 from setuptools_rust import Binding, RustExtension
 
 REQUIRED = os.environ.get("CLAIMGRAPH_BUILD_NATIVE") == "required"
+# every file of the wheel that is not a module (tests/test_packaging.py checks it is complete)
+PACKAGE_DATA = {
+    "claimgraph": ["py.typed"],
+    "claimgraph.http": ["review/*"],
+    "claimgraph._schemas": ["avro/*/*.avsc", "graphs/*.yaml"],
+}
 
-setup(
-    packages=[*find_packages(include=["claimgraph", "claimgraph.*"]), "claimgraph._schemas"],
-    package_dir={"claimgraph._schemas": "schemas"},
-    package_data={
-        "claimgraph": ["py.typed"],
-        "claimgraph.http": ["review/*"],
-        "claimgraph._schemas": ["avro/*/*.avsc", "graphs/*.yaml"],
-    },
-    rust_extensions=[
-        RustExtension(
-            "claimgraph.native._rust",
-            path="native/Cargo.toml",
-            binding=Binding.PyO3,
-            debug=False,
-            optional=not REQUIRED,
-        )
-    ],
-    options={"bdist_wheel": {"py_limited_api": "cp311"}},
-    include_package_data=False,  # package_data above is the whole list (MANIFEST.in: sdist)
-    zip_safe=False,
-)
+if __name__ == "__main__":  # as setuptools runs it (a test imports the declarations above)
+    setup(
+        packages=[*find_packages(include=["claimgraph", "claimgraph.*"]), "claimgraph._schemas"],
+        package_dir={"claimgraph._schemas": "schemas"},
+        package_data=PACKAGE_DATA,
+        rust_extensions=[
+            RustExtension(
+                "claimgraph.native._rust",
+                path="native/Cargo.toml",
+                binding=Binding.PyO3,
+                debug=False,
+                optional=not REQUIRED,
+            )
+        ],
+        options={"bdist_wheel": {"py_limited_api": "cp311"}},
+        include_package_data=False,  # PACKAGE_DATA is the whole list (MANIFEST.in: the sdist)
+        zip_safe=False,
+    )
