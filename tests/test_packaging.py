@@ -17,6 +17,8 @@ from fnmatch import fnmatch
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from claimgraph.native import staleness
 from tests.conftest import ROOT
 
@@ -103,3 +105,29 @@ def test_makefile_and_ci_build_the_wheel_and_run_it_outside() -> None:
     commands = [line for line in ci.splitlines() if line.startswith("make ")]
     assert commands == ["make kafka-fetch", "make wheel-demo", "make test"], commands
     assert Path(ROOT / "tools" / "wheel_demo.sh").stat().st_mode & 0o111
+
+
+def test_the_python_core_runs_only_where_the_native_module_cannot_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No native module in the install, one that is there but does not load, and
+    CLAIMGRAPH_PURE=1 each fall back to the Python core and say which it was."""
+    from claimgraph import native
+
+    name = "claimgraph.native._rust"
+
+    def absent(_: str) -> ModuleType:
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    def broken(_: str) -> ModuleType:
+        raise ImportError("undefined symbol: PyFoo", name=name, path="/x/_rust.abi3.so")
+
+    monkeypatch.delenv("CLAIMGRAPH_PURE", raising=False)
+    monkeypatch.setattr(native.importlib, "import_module", absent)
+    assert native._find() == (None, "this install was built without the native core (no cargo)")
+    monkeypatch.setattr(native.importlib, "import_module", broken)
+    found, why = native._find()
+    assert found is None and why.startswith(f"{name} is installed but does not load:"), why
+    assert "undefined symbol" in why
+    monkeypatch.setenv("CLAIMGRAPH_PURE", "1")
+    assert native._find() == (None, "CLAIMGRAPH_PURE=1")
