@@ -46,7 +46,8 @@ def show(say: Say, who: str, what: str, r: Receipt) -> None:
     for s in d["signals"]:
         say(wrap(f"signal: {s['kind']} — {s['detail']}", "        ", " " * 10))
     for x in d["exits"]:
-        say(wrap(f"{x['trigger']} → {x['action']}: {x['detail']}", "        ", " " * 10))
+        if x["detail"] != d["detail"]:  # an escalation's exit repeats its detail
+            say(wrap(f"{x['trigger']} → {x['action']}: {x['detail']}", "        ", " " * 10))
 
 
 def decider(name: str, schema: GraphSchema | None = None) -> str:

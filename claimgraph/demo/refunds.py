@@ -256,13 +256,14 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
 
     say("\n7. Refund R-1005 is disputed and nobody decides: 16 minutes pass (simulated),")
     say("   a ticker writes `tick`, the 15-minute deadline fires and the fallback applies.")
-    rec["r5_risk"] = g.assert_(
+    rec["r5_risk"] = r = g.assert_(
         "refund_decision",
         "refund:R-1005",
         "verdict:REJECT",
         command_id="R-1005:risk-control",
         **_agent("risk-control-agent", "REJECT", 0.8, ["order_db"], "address mismatch"),
     )
+    _show(say, "risk-control", "refund R-1005 → REJECT (0.80)", r)
     rec["r5_exp"] = r = g.assert_(
         "refund_decision",
         "refund:R-1005",
