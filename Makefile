@@ -7,11 +7,13 @@ STAMP := $(VENV)/.installed
 DATA ?= ./claimgraph-data
 PYTEST_ARGS ?=
 
-.PHONY: help install demo test lint typecheck docs bench clean kafka kafka-fetch
+.PHONY: help install demo dist wheel-demo test lint typecheck docs bench clean kafka kafka-fetch
 
 help:
 	@echo "make install    .venv with claimgraph and every extra (and the native core when cargo is present)"
 	@echo "make demo       the main job: the first article's world on the embedded runtime"
+	@echo "make dist       the sdist and the wheel built from it (native core inside) into dist/, twine-checked"
+	@echo "make wheel-demo the built wheel in a fresh venv outside the repository: both demos on its native core"
 	@echo "make test       every test (lint, types and the docs build included)"
 	@echo "make lint       ruff check + ruff format --check + the import layers (lint-imports)"
 	@echo "make typecheck  mypy --strict on the package"
@@ -21,36 +23,65 @@ help:
 	@echo "make kafka-fetch  download the Kafka broker jars from Maven Central (once; needs Java 17, Maven)"
 	@echo "make clean      remove .venv, the caches, site/ and the benchmark and test scratch"
 
+# One distribution: the package's own build (setup.py, setuptools-rust) compiles the native
+# core (native/, Rust through PyO3) into it when cargo is present — rustup's when installed,
+# else the system's — and leaves it out otherwise: everything then runs on the pure-Python
+# core. CLAIMGRAPH_BUILD_NATIVE=required (CI) makes a failed native build an error.
+# The build backend (pyproject.toml's [build-system] requires) is installed into the venv and
+# the installs do not isolate the build, so a rebuild reuses native/target.
+CARGO_PATH := $(abspath $(BIN)):$(PATH):$(HOME)/.cargo/bin
+HAS_CARGO := $(shell PATH="$(CARGO_PATH)" command -v cargo)
+BUILD_REQUIRES := $(shell $(PYTHON) -c 'import tomllib; print(" ".join(repr(r) for r in tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')
+NATIVE_SRC := $(wildcard native/Cargo.toml native/Cargo.lock native/build.rs native/src/*.rs)
+NATIVE_STAMP := $(VENV)/.native
+NO_CARGO := "make: no cargo: the native core is not built (the pure-Python core runs)"
+
 # The first install takes a minute or two: pip says what it is collecting as it goes.
-$(STAMP): pyproject.toml
+# A venv made before the package built its native core is upgraded: claimgraph-native (the
+# native core's own distribution then) is removed, and so are the empty directories the old
+# editable install leaves in site-packages/claimgraph (they would shadow the package).
+$(STAMP): pyproject.toml setup.py
 	@echo "make: installing claimgraph and its extras into $(VENV) (once; pip's progress follows)" >&2
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --progress-bar off -e '.[dev,kafka,http,mcp,export,examples,docs]' >&2
-	@touch $(STAMP)
-	@echo "make: $(VENV) is ready" >&2
+	$(BIN)/python -m pip install --quiet $(BUILD_REQUIRES)
+	@$(BIN)/python -m pip uninstall --quiet --yes claimgraph-native 2>/dev/null || true
+	@test -n "$(HAS_CARGO)" || echo $(NO_CARGO) >&2
+	PATH="$(CARGO_PATH)" $(BIN)/python -m pip install --progress-bar off --no-build-isolation \
+	  -e '.[dev,kafka,http,mcp,export,examples,docs]' >&2
+	@find "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/claimgraph" \
+	  -depth -type d -empty -delete 2>/dev/null || true
+	@touch $(STAMP) $(NATIVE_STAMP)
+	@echo "make: $(VENV) is ready ($$(cd / && $(abspath $(BIN))/python -c 'from claimgraph import native; print(native.status())' | head -1))" >&2
 
-# The native core (native/, Rust through PyO3) is built when cargo is present; without a
-# compiler it is skipped and everything runs on the pure-Python core.
-NATIVE_STAMP := $(VENV)/.native
-NATIVE_SRC := $(wildcard native/Cargo.toml native/Cargo.lock native/pyproject.toml native/build.rs native/src/*.rs)
-
+# An edit under native/ rebuilds the native core in place (cargo recompiles what changed).
 $(NATIVE_STAMP): $(STAMP) $(NATIVE_SRC)
-	@if command -v cargo >/dev/null 2>&1 || test -x "$$HOME/.cargo/bin/cargo"; then \
-	  export PATH="$(abspath $(BIN)):$$PATH:$$HOME/.cargo/bin"; \
-	  $(BIN)/python -m pip install --quiet 'maturin>=1.7,<2' && \
-	  $(BIN)/python -m pip install --quiet --no-build-isolation --force-reinstall --no-deps ./native; \
-	else echo "no cargo: the native core is not built (the pure-Python core runs)"; fi
+	@if test -n "$(HAS_CARGO)"; then \
+	  PATH="$(CARGO_PATH)" $(BIN)/python -m pip install --quiet --no-build-isolation --no-deps -e .; \
+	else echo $(NO_CARGO); fi
 	@touch $(NATIVE_STAMP)
 
 install: $(STAMP) $(NATIVE_STAMP)
 
-demo: $(STAMP)
+# The demo runs on the core the package's build made (native when cargo is present).
+demo: install
 	$(BIN)/claimgraph demo
 
+# The sdist, then the wheel built from the unpacked sdist (so the sdist is complete), each in a
+# fresh isolated build environment, the native core required; twine checks both.
+dist: $(STAMP)
+	rm -rf dist
+	PATH="$(CARGO_PATH)" CLAIMGRAPH_BUILD_NATIVE=required $(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
+# The wheel alone, as a user gets it: a fresh venv in a temporary directory (no checkout on
+# its path), both demos there, on the native core (tools/wheel_demo.sh says what it checks).
+wheel-demo: dist
+	PYTHON=$(PYTHON) tools/wheel_demo.sh dist/*.whl
+
 lint: $(STAMP)
-	$(BIN)/ruff check claimgraph tests $(wildcard tools) $(wildcard examples)
-	$(BIN)/ruff format --check claimgraph tests $(wildcard tools) $(wildcard examples)
+	$(BIN)/ruff check setup.py claimgraph tests $(wildcard tools) $(wildcard examples)
+	$(BIN)/ruff format --check setup.py claimgraph tests $(wildcard tools) $(wildcard examples)
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
@@ -95,4 +126,5 @@ bench: $(STAMP) $(NATIVE_STAMP) kafka-fetch
 	$(BIN)/python tools/bench_memory.py --spill 131072 --runs 1 --out BENCHMARKS.md
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench-data test-artifacts site
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench-data test-artifacts site \
+	  dist build claimgraph.egg-info claimgraph/native/_rust*.so

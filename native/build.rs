@@ -2,9 +2,10 @@
 //! package (``claimgraph.native.staleness`` hashes the checkout's the same way and reports a
 //! build made from other sources as stale).
 //!
-//! The digest covers ``build.rs``, ``Cargo.toml``, ``Cargo.lock``, ``pyproject.toml`` and
-//! ``src/*.rs``, in the order of their paths: for each, its path (``/``-separated), a NUL, its
-//! length as u64_be, its bytes.
+//! The digest covers ``build.rs``, ``Cargo.toml``, ``Cargo.lock`` and ``src/*.rs``, in the
+//! order of their paths: for each, its path (``/``-separated), a NUL, its length as u64_be,
+//! its bytes. (The package's build, ``setup.py`` at the root, packages it; it does not change
+//! what is compiled.)
 
 use std::fs;
 use std::path::Path;
@@ -15,7 +16,7 @@ mod sha256;
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files: Vec<String> = ["build.rs", "Cargo.toml", "Cargo.lock", "pyproject.toml"]
+    let mut files: Vec<String> = ["build.rs", "Cargo.toml", "Cargo.lock"]
         .iter()
         .map(|s| (*s).to_owned())
         .collect();

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -156,7 +157,7 @@ def test_submit_gives_one_decision_per_line_even_for_garbage(workdir: Path) -> N
         ),
         (["--data", "g", "get", "depends_on", "nocolon", "service:b"], 4, "type:id"),
         (["--data", "g", "resolve", "cf:x", "--agent", "sre-oncall"], 4, "--winner"),
-        (["--data", "g", "claim", "nope"], 9, "no claim 'nope' at version -1"),
+        (["--data", "g", "claim", "nope"], 9, "no claim 'nope' (the graph has no decisions yet)"),
         (["--data", "g", "escalations", "cf:nope"], 9, "no conflict 'cf:nope'"),
         (["--data", "g", "schema", "show"], 9, "no schema has been published"),
     ],
@@ -200,6 +201,35 @@ def test_locked_store_reads_attach_and_writes_say_why(workdir: Path) -> None:
     assert w.returncode == 8
     assert "is held by another process that accepts no writes" in w.stderr
     assert "announced no socket" in w.stderr
+
+
+def test_init_claim_and_resolve_print_what_a_person_reads(workdir: Path) -> None:
+    """`init` says an empty graph is empty (no "version -1"); `claim` prints ISO times and
+    vN versions, not epoch milliseconds or None; `resolve` records the agent that decided as
+    its resolver unless told otherwise (no "human:" for an agent)."""
+    d = ["--data", "g"]
+    init = _run([*d, "init"], workdir)
+    assert init.returncode == 0, init.stderr
+    assert init.stdout.strip() == "graph 'default' in g: empty, no decisions yet (the first is v0)"
+    schema = ["schema", "apply", "schemas/graphs/inventory.yaml", "--agent", "platform-admin"]
+    assert _run([*d, *schema], workdir).returncode == 0
+    inv = ["--agent", "inventory-agent", "--task", "reconcile-service-topology"]
+    own = ["service_owns_database", "service:checkout", "database:orders-db"]
+    at = ["--asserted-at", "2026-11-29T10:00:00Z", "--evidence", "cmdb#1", "--evidence", "x"]
+    assert _run([*d, "assert", *own, *inv, *at, "--id", "own-1"], workdir).returncode == 0
+    claim = _run([*d, "claim", "own-1"], workdir)
+    assert claim.returncode == 0, claim.stderr
+    fields = dict(line.strip().split(": ", 1) for line in claim.stdout.splitlines() if ": " in line)
+    assert fields["asserted_at"] == "2026-11-29T10:00:00.000Z", claim.stdout
+    assert (fields["since"], fields["run_id"], fields["evidence"]) == ("v1", "-", "cmdb#1, x")
+    assert "None" not in claim.stdout and not re.search(r"\b\d{13}\b", claim.stdout)
+    assert _run([*d, "init"], workdir).stdout.strip() == "graph 'default' in g: head v1"
+    dba = ["--agent", "dba-agent", "--task", "audit-q4", "--id", "own-2"]
+    assert _run([*d, "assert", "service_owns_database", "service:payments", "database:orders-db",
+                 *dba], workdir).returncode == 0  # fmt: skip
+    r = _run([*d, "resolve", "cf:own-2", "--winner", "own-1", "--agent", "sre-oncall"], workdir)
+    assert r.returncode == 0, r.stderr
+    assert "— sre-oncall: own-1 wins." in r.stdout and "human" not in r.stdout
 
 
 def test_reads_print_json(workdir: Path) -> None:

@@ -1,7 +1,7 @@
 """The native core runs under the Python specification: its constants, its declaration, its build.
 
 The native module keeps no copy of a limit, a name or a code (``claimgraph.native.spec`` hands
-them over at load), declares what it implements (``claimgraph_native.implements()``) and is
+them over at load), declares what it implements (``claimgraph.native._rust.implements()``) and is
 handed nothing outside that declaration: a change made to the Python core alone — a bound, a
 rules revision, a policy, a cardinality, an ``on_stale`` value, a fallback mode — either moves
 the native core with it or is decided in Python, and both cores still give the same bytes. A
@@ -369,7 +369,7 @@ def _copy_sources(to: Path) -> Path:
     root = staleness.checkout()
     assert root is not None, "no native/ beside the package"
     (to / "src").mkdir(parents=True)
-    for name in ("build.rs", "Cargo.toml", "Cargo.lock", "pyproject.toml"):
+    for name in staleness._FIXED:
         shutil.copy(root / name, to / name)
     for rs in (root / "src").glob("*.rs"):
         shutil.copy(rs, to / "src" / rs.name)

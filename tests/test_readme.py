@@ -74,6 +74,7 @@ INVENTORY: list[tuple[str, str, str]] = [
     ("toml", 'log-level = "info,kafka=warning', "test_logging::test_logging_page_config_block"),
     ("json", '"event": "http.request", "method"', "test_logging::test_logging_page_lines"),
     ("json", '"event": "log.repeated"', "test_logging::test_logging_page_lines"),
+    ("text", "⇒ verdict on who owns orders-db", "test_demo_output::test_tutorial_excerpt"),
     ("", "claimgraph/", "test_readme::test_layout_block"),
     ("", "[commands log]", "test_readme::test_shape_block"),
 ]  # fmt: skip

@@ -11,20 +11,14 @@ from __future__ import annotations
 
 import re
 import sys
+import tomllib
 from importlib.metadata import distribution
+from pathlib import Path
 
 from packaging.requirements import Requirement
 
 EXTRAS = ("kafka", "http", "mcp")  # what compose/Dockerfile installs
-# the build backend, installed first so the package builds without an unpinned isolated env
-BUILD = {
-    "hatchling": "1.33.0",
-    "packaging": "26.4",
-    "pathspec": "1.1.1",
-    "pluggy": "1.7.0",
-    "tomlkit": "0.15.2",
-    "trove-classifiers": "2026.9.21.13",
-}
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _norm(name: str) -> str:
@@ -52,6 +46,23 @@ def closure(root: str = "claimgraph", extras: tuple[str, ...] = EXTRAS) -> dict[
     walk(root, set(extras))
     seen.pop(_norm(root))
     return {k: distribution(k).version for k in sorted(seen)}
+
+
+def build_backend() -> dict[str, str]:
+    """pyproject.toml's ``[build-system] requires`` and what they need → installed version
+    (``make install`` puts them in the venv). The Dockerfile's builder stage installs them
+    pinned, so the wheel builds without an unpinned isolated environment."""
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        requires = tomllib.load(f)["build-system"]["requires"]
+    pins: dict[str, str] = {}
+    for text in requires:
+        name = Requirement(text).name
+        pins[_norm(name)] = distribution(name).version
+        pins.update(closure(name, ()))
+    return pins
+
+
+BUILD = build_backend()
 
 
 def main() -> int:

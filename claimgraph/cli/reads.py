@@ -21,6 +21,7 @@ from claimgraph.cli.common import (
 )
 from claimgraph.cli.kafka import audit_kafka, verify_kafka
 from claimgraph.core.commands import cut
+from claimgraph.core.governance import iso_utc
 from claimgraph.errors import ConfigError, InputError, NotFoundError
 
 # -- reads ------------------------------------------------------------------------------------
@@ -228,9 +229,10 @@ def claim_show(
     """A claim's full record and status at a version: who said what, on what evidence."""
     with graph_session() as g:
         version = g.head() if at is None else at
-        info = g.claim_info(claim_id, at=version)
+        info = g.claim_info(claim_id, at=version) if version >= 0 else None
         if info is None:
-            raise NotFoundError(f"no claim {cut(claim_id)} at version {version}")
+            where = f"at v{version}" if version >= 0 else "(the graph has no decisions yet)"
+            raise NotFoundError(f"no claim {cut(claim_id)} {where}")
         if as_json:
             emit(info)
             return
@@ -254,7 +256,23 @@ def claim_show(
             "based_on_version",
             "properties",
         ):
-            out.print(f"{k:>17}: {info.get(k)}", markup=False)
+            out.print(f"{k:>17}: {_readable(k, info.get(k))}", markup=False)
+
+
+def _readable(key: str, value: object) -> str:
+    """A claim field as a person reads it: times in ISO 8601 UTC, versions as ``vN``, lists
+    and properties spelled out, ``-`` for none."""
+    if value is None or value in ("", [], {}):
+        return "-"
+    if key == "asserted_at" and isinstance(value, int):
+        return iso_utc(value)
+    if key in ("since", "based_on_version") and isinstance(value, int):
+        return f"v{value}"
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
 
 
 @app.command("log", rich_help_panel="Read")

@@ -52,7 +52,9 @@ def init(
 ) -> None:
     """Create an empty graph in the data directory (idempotent)."""
     with local_graph(CTX.data, create=True, graph=graph or CTX.graph) as g:
-        out.print(f"graph {g.name!r} in {g.path} at version {g.head()}", markup=False)
+        head = g.head()
+        where = f"head v{head}" if head >= 0 else "empty, no decisions yet (the first is v0)"
+        out.print(f"graph {g.name!r} in {g.path}: {where}", markup=False)
 
 
 @schema_app.command("check")
@@ -275,8 +277,12 @@ def resolve(
     reject_all: Annotated[bool, typer.Option("--reject-all", help="Reject every claim.")] = (False),
     rationale: Annotated[str, typer.Option(help="Why.")] = "",
     resolver: Annotated[
-        str, typer.Option(help="Which resolver this verdict is (recorded in the log).")
-    ] = "human",
+        str | None,
+        typer.Option(
+            help="Which resolver this verdict is, recorded in the log and named in the "
+            "decision (default: the --agent, who decided)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """A resolver's verdict on a quarantined or escalated conflict: a winner or reject all.
@@ -288,7 +294,11 @@ def resolve(
         raise InputError("give exactly one of --winner CLAIM_ID or --reject-all")
     with graph_session() as g:
         r = g.resolve(
-            conflict_id, agent=agent, winner=winner, resolver=resolver, rationale=rationale
+            conflict_id,
+            agent=agent,
+            winner=winner,
+            resolver=resolver or agent,
+            rationale=rationale,
         )
         print_receipt(r, as_json)
         if r.kind == "rejected":

@@ -68,7 +68,7 @@ V = TypeVar("V")
 
 class Table(Protocol[V]):
     """What the fold needs of its claims and edges tables: a ``dict`` or the native tables
-    (``claimgraph_native.ClaimMap`` / ``EdgeMap``, insertion-ordered, items are write-through
+    (``claimgraph.native._rust.ClaimMap`` / ``EdgeMap``, insertion-ordered, items are write-through
     views; nothing is ever removed from them)."""
 
     def __getitem__(self, key: str, /) -> V: ...

@@ -4,26 +4,28 @@ An inventory agent maps which service owns which database, release agents promot
 environments, a DBA agent disagrees about ownership, and an agent with no authority tries to
 write. Each command is printed with its decision and the version it made; then the same
 questions are asked of the graph at earlier versions, to show it exactly as it was.
+
+Every command has a readable id (``inventory:checkout-owns-orders-db``), so the ids the
+decisions name — a superseded claim, a conflict (``cf:`` and the id of the claim that opened
+it), a winner — say what they are.
 """
 
 from __future__ import annotations
 
-import shutil
-import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from claimgraph.core.schema import parse_schema
 from claimgraph.core.wire import schema_dir
-from claimgraph.errors import ConfigError
+from claimgraph.demo.narrate import Say, cli_name, decider, prepare_dir, verdict, wrap
+from claimgraph.demo.narrate import show as _show
 from claimgraph.service.audit import audit, verify
 from claimgraph.service.graph import Graph, Receipt, open_graph
 
 __all__ = ["DEMO_GRAPH", "DemoOutcome", "run_demo"]
 
 DEMO_GRAPH = "platform-demo"
-Say = Callable[[str], None]
 
 
 @dataclass
@@ -39,32 +41,13 @@ def _schema_text() -> str:
     return (schema_dir().parent / "graphs" / "inventory.yaml").read_text(encoding="utf-8")
 
 
-def _prepare(path: Path) -> None:
-    _prepare_dir(path, DEMO_GRAPH)
-
-
-def _prepare_dir(path: Path, graph: str) -> None:
-    """Make room for a demo graph, refusing to delete anything that is not an earlier demo."""
-    if path.exists() and any(path.iterdir()):
-        marker = path / "graph.json"
-        if not marker.exists() or graph not in marker.read_text(encoding="utf-8"):
-            raise ConfigError(f"{path} exists and is not a {graph} graph; choose another --into")
-        shutil.rmtree(path)
-
-
 def run_demo(path: Path, say: Say = print) -> DemoOutcome:
     """Run the scenario into ``path`` (recreated if it holds an earlier demo)."""
-    _prepare(path)
+    prepare_dir(path, DEMO_GRAPH)
     out = DemoOutcome(path=path)
     with open_graph(path, create=True, graph=DEMO_GRAPH) as g:
         _story(g, say, out)
     return out
-
-
-def _show(say: Say, who: str, what: str, r: Receipt) -> None:
-    d = r.decision
-    extra = f" — {d['detail']}" if d["detail"] else ""
-    say(f"  v{r.version:<3} {who:<16} {what}\n        → [{d['kind'].upper()}] {d['reason']}{extra}")
 
 
 def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
@@ -73,8 +56,10 @@ def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
     say("claimgraph demo — shared state for agents, governed and versioned\n")
     say("1. The platform admin publishes the graph schema: who may write what, and how")
     say("   conflicts are settled (schemas/graphs/inventory.yaml).")
+    text = _schema_text()
+    schema = parse_schema(text, "inventory.yaml")
     rec["schema"] = r = g.publish_schema(
-        _schema_text(), agent="platform-admin", source="inventory.yaml"
+        text, agent="platform-admin", source="inventory.yaml", command_id="schema:inventory"
     )
     _show(say, "platform-admin", "publish_schema inventory.yaml", r)
 
@@ -86,6 +71,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
         "database:orders-db",
         evidence=["cmdb#4411"],
         confidence=0.95,
+        command_id="inventory:checkout-owns-orders-db",
         **inv,
     )
     _show(say, "inventory-agent", "assert checkout owns orders-db", r)
@@ -94,15 +80,26 @@ def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
         "service:billing",
         "database:ledger-db",
         evidence=["cmdb#4412"],
+        command_id="inventory:billing-owns-ledger-db",
         **inv,
     )
     _show(say, "inventory-agent", "assert billing owns ledger-db", r)
     rec["dep"] = r = g.assert_(
-        "depends_on", "service:checkout", "service:legacy-auth", evidence=["tracing:7d"], **inv
+        "depends_on",
+        "service:checkout",
+        "service:legacy-auth",
+        evidence=["tracing:7d"],
+        command_id="inventory:checkout-depends-on-legacy-auth",
+        **inv,
     )
     _show(say, "inventory-agent", "assert checkout depends_on legacy-auth", r)
     r = g.assert_(
-        "depends_on", "service:checkout", "service:billing", evidence=["tracing:7d"], **inv
+        "depends_on",
+        "service:checkout",
+        "service:billing",
+        evidence=["tracing:7d"],
+        command_id="inventory:checkout-depends-on-billing",
+        **inv,
     )
     _show(say, "inventory-agent", "assert checkout depends_on billing", r)
     out.reads["before_conflicts"] = r.version
@@ -115,6 +112,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
         "database:orders-db",
         agent="release-agent",
         task="promote-release",
+        command_id="release:payments-owns-orders-db",
     )
     _show(say, "release-agent", "assert payments owns orders-db", r)
 
@@ -126,6 +124,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
         "service:checkout",
         "environment:staging",
         asserted_at=t + "10:00:00Z",
+        command_id="release:checkout-to-staging",
         **rel,
     )
     _show(say, "release-agent", "checkout → staging   (event time 10:00)", r)
@@ -137,6 +136,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
         asserted_at=t + "11:00:00Z",
         agent="release-agent-eu",
         task="promote-release",
+        command_id="release-eu:checkout-to-prod",
     )
     _show(say, "release-agent-eu", "checkout → prod      (event time 11:00)", r)
     out.reads["prod_version"] = r.version
@@ -147,9 +147,16 @@ def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
         "service:checkout",
         "environment:canary",
         asserted_at=t + "10:30:00Z",
+        command_id="release:checkout-to-canary-retried",
         **rel,
     )
     _show(say, "release-agent", "checkout → canary    (event time 10:30, late)", r)
+    verdict(
+        say,
+        "where checkout is deployed (deployment_target)",
+        f"prod: {rec['prod'].command_id} stands, {rec['late'].command_id} loses",
+        "the rule last-write-wins-with-timestamp (the edge type's conflict policy)",
+    )
 
     say("\n5. The DBA agent disagrees about who owns orders-db. service_owns_database is")
     say("   one-to-many with conflict_policy: quarantine — both claims are withheld, and")
@@ -162,6 +169,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
         task="audit-q4",
         evidence=["pg_stat_activity"],
         confidence=0.7,
+        command_id="dba:payments-owns-orders-db",
     )
     _show(say, "dba-agent", "assert payments owns orders-db", r)
     conflict = r.decision["conflict_id"]
@@ -171,22 +179,37 @@ def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
     say(
         f"   read at v{e.version}: checkout owns orders-db? {e.state.upper()} (conflict {conflict})"
     )
-    say("\n6. The on-call SRE, a resolver, reviews the evidence and picks the winner. The")
-    say("   verdict is a command on the log too, so replay never recomputes it.")
+    say("\n6. The on-call SRE agent, a resolver in the schema, reviews the evidence and picks")
+    say("   the winner. The verdict is a command on the log too (replay never recomputes it),")
+    say("   recorded as sre-oncall's: the agent that decided is its resolver.")
     rec["resolve"] = r = g.resolve(
         conflict,
         agent="sre-oncall",
+        resolver="sre-oncall",
         winner=rec["owns"].command_id,
         rationale="CMDB and the migration history agree on checkout",
+        command_id="sre-oncall:orders-db-owner",
     )
-    _show(say, "sre-oncall", f"resolve {conflict}: checkout's claim wins", r)
+    _show(say, "sre-oncall", f"resolve {conflict}", r)
+    verdict(
+        say,
+        "who owns orders-db (service_owns_database)",
+        f"checkout owns orders-db ({rec['owns'].command_id} wins, "
+        f"{rec['dispute'].command_id} is dismissed)",
+        decider("sre-oncall", schema),
+    )
     e = g.edge("service_owns_database", "service:checkout", "database:orders-db")
     out.reads["after_resolve"] = e.state
     say(f"   read at v{e.version}: checkout owns orders-db? {e.state.upper()}")
 
     say("\n7. checkout stops using legacy-auth: the inventory agent retracts its own claim.")
     say("   Retirement is not contradiction: the edge leaves head but stays in history.")
-    rec["retract"] = r = g.retract(rec["dep"].command_id, reason="decommissioned", **inv)
+    rec["retract"] = r = g.retract(
+        rec["dep"].command_id,
+        reason="decommissioned",
+        command_id="inventory:retract-checkout-depends-on-legacy-auth",
+        **inv,
+    )
     _show(say, "inventory-agent", "retract checkout depends_on legacy-auth", r)
 
     head = g.head()
@@ -212,12 +235,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
     out.reads["checkout_target"] = [n[1] for n in slot.nodes]
     say(f"   where does checkout run now? {', '.join(n[1] for n in slot.nodes) or 'nowhere'}")
 
-    # the command as the user can type it (make demo runs .venv/bin/claimgraph)
-    cli = (
-        "claimgraph"
-        if shutil.which("claimgraph") or not sys.argv[0].endswith("claimgraph")
-        else sys.argv[0]
-    )
+    cli = cli_name()
     say("\n9. An auditor re-checks everything from the logs.")
     v = verify(g)
     say(
@@ -226,13 +244,17 @@ def _story(g: Graph, say: Say, out: DemoOutcome) -> None:
     )
     a = audit(g)
     say(
-        f"   audit: a fresh re-projection of the decisions log matches the live graph "
-        f"({a.rows} rows; digest at v{a.head} {a.digests.get(a.head, '')[:16]})"
+        wrap(
+            f"audit: a fresh re-projection of the decisions log matches the live graph "
+            f"({a.rows} rows; digest at v{a.head} {a.digests.get(a.head, '')})",
+            "   ",
+        )
     )
     out.reads["verified"] = True
     say(
         f"\nExplore it yourself:  {cli} --data {g.path} neighbors service:checkout\n"
         f"                      {cli} --data {g.path} history service_owns_database "
         "service:checkout database:orders-db\n"
+        f"                      {cli} --data {g.path} claim {rec['owns'].command_id}\n"
         f"                      {cli} --data {g.path} log"
     )

@@ -9,19 +9,23 @@ automatic resolver may approve a disputed payment. Time passes through the log (
 so quarantine deadlines fire. Then the calibrated merge learns who to trust.
 
 The story runs on a simulated clock (log append times), so the 15-minute deadline passes in
-a moment.
+a moment. Every claim is named after its refund and its agent (``R-1003:risk-control``), so the
+conflicts (``cf:R-1003:fraud``, after the claim that opened one) and winners name the refund,
+and every verdict line says which refund it settles and who decided.
 """
 
 from __future__ import annotations
 
 import random
-import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
+from claimgraph.core.schema import GraphSchema, parse_schema
 from claimgraph.core.wire import schema_dir
-from claimgraph.demo.inventory import DemoOutcome, Say, _prepare_dir, _show
+from claimgraph.demo.inventory import DemoOutcome
+from claimgraph.demo.narrate import Say, cli_name, decider, verdict, wrap
+from claimgraph.demo.narrate import prepare_dir as _prepare_dir
+from claimgraph.demo.narrate import show as _show
 from claimgraph.service.audit import audit, verify
 from claimgraph.service.graph import Graph, open_graph
 from claimgraph.service.resolvers import run_resolvers
@@ -65,15 +69,34 @@ def _agent(name: str, verdict: str, confidence: float, evidence: list[str], why:
     }
 
 
-def _resolve_pass(g: Graph, say: Say, out: DemoOutcome, key: str) -> None:
+def _about(g: Graph, conflict_id: str) -> str:
+    """What a conflict is about, e.g. ``refund R-1002`` (the subject its claims share)."""
+    info = g.conflict(conflict_id) or {"members": []}
+    claim = g.claim_info(info["members"][0]) if info["members"] else None
+    return f"{claim['subject_type']} {claim['subject_id']}" if claim else conflict_id
+
+
+def _outcome(g: Graph, winner: str | None) -> str:
+    """A verdict's outcome in words: the winning claim's value and id, or every claim rejected."""
+    if winner is None:
+        return "every claim rejected"
+    claim = g.claim_info(winner) or {}
+    return f"{claim.get('object_id', '?')} ({winner} wins)"
+
+
+def _resolve_pass(g: Graph, say: Say, out: DemoOutcome, key: str, schema: GraphSchema) -> None:
     for cid, v, r in run_resolvers(g, agent=BOT):
         out.receipts[f"{key}:{cid}"] = r
         out.reads.setdefault("verdicts", {})[cid] = (v.resolver, v.action, r.kind, r.reason)
         what = f"{v.action} {v.winner}" if v.winner else v.action
-        say(f"  v{r.version:<3} {v.resolver:<26} {what}\n        → [{r.kind.upper()}] {r.reason}")
-        if v.inputs.get("passed"):
-            for p in v.inputs["passed"]:
-                say(f"        (passed: {p['resolver']}: {p['why']})")
+        _show(say, BOT, f"{cid}: {v.resolver} → {what}", r)
+        if v.action != "escalate":  # an escalation's detail already says why each step passed
+            for p in v.inputs.get("passed") or []:
+                say(wrap(f"(passed: {p['resolver']}: {p['why']})", "        "))
+        held = v.action == "escalate"
+        outcome = "escalated, held for a person" if held else _outcome(g, v.winner)
+        by = f"{decider(v.resolver, schema)}, written by {decider(BOT, schema)}"
+        verdict(say, _about(g, cid), outcome, by)
 
 
 def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
@@ -83,7 +106,10 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
     say("   transaction decisions, who may write them, the resolver chain, and fail-closed")
     say("   fallbacks (REJECT) for money.")
     doc = (schema_dir().parent / "graphs" / "refunds.yaml").read_text(encoding="utf-8")
-    rec["schema"] = r = g.publish_schema(doc, agent="payments-admin", source="refunds.yaml")
+    schema = parse_schema(doc, "refunds.yaml")
+    rec["schema"] = r = g.publish_schema(
+        doc, agent="payments-admin", source="refunds.yaml", command_id="schema:refunds"
+    )
     _show(say, "payments-admin", "publish_schema refunds.yaml", r)
 
     say("\n2. Refund R-1001: the risk agent rejects, the experience agent approves.")
@@ -92,6 +118,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
         "refund_decision",
         "refund:R-1001",
         "verdict:REJECT",
+        command_id="R-1001:risk-control",
         **{**risk, "reasoning": "5 refunds in the last 30 days: risk rule R-07"},
     )
     _show(say, "risk-control", "refund R-1001 → REJECT (0.92)", r)
@@ -99,11 +126,10 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
         "refund_decision",
         "refund:R-1001",
         "verdict:APPROVE",
+        command_id="R-1001:experience",
         **_agent("experience-agent", "APPROVE", 0.7, ["csat_history"], "loyal customer, 4 years"),
     )
     _show(say, "experience", "refund R-1001 → APPROVE (0.70)", r)
-    for s in r.decision["signals"]:
-        say(f"        signal: {s['kind']} — {s['detail']}")
     slot = g.slot("refund_decision", "refund:R-1001")
     out.reads["r1_unknown"] = (slot.state, slot.fallback)
     say(f"   a reader of R-1001 now gets: {slot.state.upper()}, fallback {slot.fallback}")
@@ -114,6 +140,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
         "refund_decision",
         "refund:R-1002",
         "verdict:BLOCK_TRANSACTION",
+        command_id="R-1002:fraud",
         **_agent("fraud-agent", "BLOCK", 0.6, ["device_graph"], "card seen on 14 accounts"),
     )
     _show(say, "fraud", "refund R-1002 → BLOCK_TRANSACTION (0.60)", r)
@@ -121,6 +148,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
         "refund_decision",
         "refund:R-1002",
         "verdict:APPROVE",
+        command_id="R-1002:experience",
         **_agent("experience-agent", "APPROVE", 0.9, ["csat_history"], "VIP customer"),
     )
     _show(say, "experience", "refund R-1002 → APPROVE (0.90)", r)
@@ -128,6 +156,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
         "refund_decision",
         "refund:R-1003",
         "verdict:APPROVE",
+        command_id="R-1003:risk-control",
         **_agent("risk-control-agent", "APPROVE", 0.97, ["order_db"], "first refund, small"),
     )
     _show(say, "risk-control", "refund R-1003 → APPROVE (0.97)", r)
@@ -139,6 +168,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
         "refund_decision",
         "refund:R-1003",
         "verdict:REJECT",
+        command_id="R-1003:fraud",
         **_agent("fraud-agent", "REJECT", 0.7, ["chargeback_db"], "chargeback last year"),
     )
     _show(say, "fraud", "refund R-1003 → REJECT (0.70)", r)
@@ -150,6 +180,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
         "refund_decision",
         "refund:R-1004",
         "verdict:REJECT",
+        command_id="R-1004:risk-control",
         **_agent("risk-control-agent", "REJECT", 0.45, ["login_geo"], "abnormal login location"),
     )
     _show(say, "risk-control", "refund R-1004 → REJECT (0.45)", r)
@@ -157,13 +188,14 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
         "refund_decision",
         "refund:R-1004",
         "verdict:APPROVE",
+        command_id="R-1004:fraud",
         **_agent("fraud-agent", "APPROVE", 0.52, ["history"], "historical behaviour normal"),
     )
     _show(say, "fraud", "refund R-1004 → APPROVE (0.52)", r)
 
     say("\n4. The resolver chain runs (rules in CEL, then weighted vote, then a human). Each")
     say("   verdict is written to the log as a command with its inputs — never recomputed.")
-    _resolve_pass(g, say, out, "pass1")
+    _resolve_pass(g, say, out, "pass1", schema)
     r2 = g.slot("refund_decision", "refund:R-1002")
     out.reads["r2_after"] = [n[1] for n in r2.nodes]
     say(f"   R-1002 now reads: {', '.join(n[1] for n in r2.nodes)} (block wins)")
@@ -172,55 +204,95 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
     esc = g.escalations()
     out.reads["escalated"] = sorted(p["conflict_id"] for p in esc)
     for p in esc:
-        claims = "; ".join(
-            f"{c['agent']} {c['object']} {c['confidence']:g} ({c['reasoning'][:28]})"
-            for c in p["claims"]
-        )
-        say(f"   {p['conflict_id'][:15]}… {p['escalation_reason'][:60]}")
-        say(f"      {claims}")
-        say(f"      recommended: {p['recommended_action']['why']}")
+        say(wrap(f"{_about(g, p['conflict_id'])}, conflict {p['conflict_id']}:", "   "))
+        say(wrap(f"escalated because {p['escalation_reason']}", "      ", " " * 8))
+        for c in p["claims"]:
+            say(
+                wrap(
+                    f"{c['agent']} says {c['object']} (confidence {c['confidence']:g}, claim "
+                    f"{c['claim_id']}): {c['reasoning']}",
+                    "      ",
+                    " " * 8,
+                )
+            )
+        say(wrap(f"recommended: {p['recommended_action']['why']}", "      ", " " * 8))
 
     say("\n6. The resolver bot tries to approve R-1003 itself: refused, money needs a human.")
     conflict3 = rec["r3_fraud"].decision["conflict_id"] or ""
     rec["bot_approve"] = r = g.resolve(
-        conflict3, agent=BOT, winner=rec["r3_risk"].command_id, resolver="bot-override"
+        conflict3,
+        agent=BOT,
+        winner=rec["r3_risk"].command_id,
+        resolver=BOT,
+        command_id="R-1003:resolver-bot",
     )
     _show(say, BOT, "resolve R-1003 → APPROVE", r)
+    say(
+        wrap(
+            f"refund R-1003: {decider(BOT, schema)} may not approve it; it still reads "
+            f"{g.slot('refund_decision', 'refund:R-1003').fallback} (the fallback) until a "
+            "person decides",
+            "        ⇒ ",
+            " " * 10,
+        )
+    )
     rec["human_approve"] = r = g.resolve(
         conflict3,
         agent="human:alice",
         winner=rec["r3_risk"].command_id,
+        resolver="human:alice",
         rationale="called the customer; refund is legitimate",
+        command_id="R-1003:alice",
     )
     _show(say, "human:alice", "resolve R-1003 → APPROVE", r)
+    verdict(
+        say, "refund R-1003", _outcome(g, rec["r3_risk"].command_id), decider("human:alice", schema)
+    )
     conflict1 = rec["r1_exp"].decision["conflict_id"] or ""
     rec["human_r1"] = r = g.resolve(
-        conflict1, agent="human:bob", winner=rec["r1_risk"].command_id, rationale="R-07 holds"
+        conflict1,
+        agent="human:bob",
+        winner=rec["r1_risk"].command_id,
+        resolver="human:bob",
+        rationale="R-07 holds",
+        command_id="R-1001:bob",
     )
     _show(say, "human:bob", "resolve R-1001 → REJECT", r)
+    verdict(
+        say, "refund R-1001", _outcome(g, rec["r1_risk"].command_id), decider("human:bob", schema)
+    )
 
     say("\n7. Refund R-1005 is disputed and nobody decides: 16 minutes pass (simulated),")
     say("   a ticker writes `tick`, the 15-minute deadline fires and the fallback applies.")
-    rec["r5_risk"] = g.assert_(
+    rec["r5_risk"] = r = g.assert_(
         "refund_decision",
         "refund:R-1005",
         "verdict:REJECT",
+        command_id="R-1005:risk-control",
         **_agent("risk-control-agent", "REJECT", 0.8, ["order_db"], "address mismatch"),
     )
+    _show(say, "risk-control", "refund R-1005 → REJECT (0.80)", r)
     rec["r5_exp"] = r = g.assert_(
         "refund_decision",
         "refund:R-1005",
         "verdict:APPROVE",
+        command_id="R-1005:experience",
         **_agent("experience-agent", "APPROVE", 0.75, ["csat_history"], "long-time customer"),
     )
     _show(say, "experience", "refund R-1005 → APPROVE (0.75), disputed", r)
     clock.skip(16)
     rec["tick"] = r = g.tick()
     _show(say, "ticker", "tick", r)
-    for x in r.decision["exits"]:
-        say(f"        {x['trigger']} → {x['action']}: {x['detail'][:110]}")
     r5 = g.slot("refund_decision", "refund:R-1005")
     out.reads["r5_after"] = [n[1] for n in r5.nodes]
+    for x in r.decision["exits"]:
+        et = schema.edge_types["refund_decision"]
+        verdict(
+            say,
+            _about(g, x["conflict_id"]),
+            f"{et.fallback.value}, the safe value, at the {x['trigger']}",
+            f"{decider('fallback')} (domain {et.domain} fails closed)",
+        )
     say(f"   R-1005 now reads: {', '.join(n[1] for n in r5.nodes)}")
 
     say("\n8. Transactions are merged by calibrated confidence. 60 past transactions were")
@@ -236,6 +308,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
         "transaction:T-9001",
         "verdict:REJECT",
         agent="experience-agent",
+        command_id="T-9001:experience",
         confidence=0.9,
         evidence=["basket_value"],
     )
@@ -245,6 +318,7 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
         "transaction:T-9001",
         "verdict:BLOCK_TRANSACTION",
         agent="fraud-agent",
+        command_id="T-9001:fraud",
         confidence=0.8,
         evidence=["device_graph"],
     )
@@ -253,9 +327,15 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
     if m is not None:
         for c in m["contributions"]:
             say(
-                f"        {c['agent']:<20} {c['outcome']:<30} confidence {c['confidence']:.2f}"
+                f"        {c['agent']:<18} {c['outcome']:<32} confidence {c['confidence']:.2f}"
                 f" × accuracy {c['accuracy']:.2f} = {c['weight']:.3f}"
             )
+        verdict(
+            say,
+            "transaction T-9001",
+            f"{m['outcome']}",
+            "the calibrated merge (confidence-weighted-merge, the edge type's conflict policy)",
+        )
     out.reads["t_after"] = [
         n[1] for n in g.slot("transaction_decision", "transaction:T-9001").nodes
     ]
@@ -263,17 +343,16 @@ def _story(g: Graph, say: Say, out: DemoOutcome, clock: _Clock) -> None:
     say("\n9. An auditor re-checks everything from the logs.")
     v = verify(g)
     say(
-        f"   verify: the governor, replayed over {v.commands} commands, reproduced every "
-        "decision byte for byte — resolver verdicts included, read back from the log"
+        wrap(
+            f"verify: the governor, replayed over {v.commands} commands, reproduced every "
+            "decision byte for byte — resolver verdicts included, read back from the log",
+            "   ",
+        )
     )
     a = audit(g)
     say(f"   audit: a fresh re-projection matches the live graph ({a.rows} rows)")
     out.reads["verified"] = True
-    cli = (
-        "claimgraph"
-        if shutil.which("claimgraph") or not sys.argv[0].endswith("claimgraph")
-        else sys.argv[0]
-    )
+    cli = cli_name()
     say(
         f"\nExplore it yourself:  {cli} --data {g.path} escalations --all\n"
         f"                      {cli} --data {g.path} calibration transaction_decision\n"
@@ -296,6 +375,7 @@ def _train(g: Graph) -> None:
                 f"verdict:{says}",
                 agent=agent_name,
                 confidence=0.9 if agent_name == "experience-agent" else 0.8,
+                command_id=f"T-{i:04d}:{agent_name.removesuffix('-agent')}",
             )
         cid = g.slot("transaction_decision", subject).conflict_id
         if cid is None:
@@ -305,4 +385,11 @@ def _train(g: Graph) -> None:
             (c for c in info["claims"] if (g.claim_info(c) or {}).get("object_id") == truth),
             None,
         )
-        g.resolve(cid, agent="human:carol", winner=pick, rationale="settled")
+        g.resolve(
+            cid,
+            agent="human:carol",
+            winner=pick,
+            resolver="human:carol",
+            rationale="settled",
+            command_id=f"T-{i:04d}:carol",
+        )

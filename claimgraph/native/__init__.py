@@ -1,4 +1,5 @@
-"""The native core (Rust, PyO3; the ``claimgraph-native`` package built from ``native/``).
+"""The native core (Rust, PyO3: the extension :mod:`claimgraph.native._rust`, built from
+``native/`` into the claimgraph package itself).
 
 The pure-Python core (:mod:`claimgraph.core`) is the executable specification; the native
 module is an optional accelerator that must give the same bytes. It is used when it is
@@ -10,13 +11,15 @@ It is handed the specification once at load (:data:`SPEC`, from :mod:`claimgraph
 it keeps no copy of a limit, a name or a code) and declares what it implements
 (:data:`IMPLEMENTS`); commands and decisions outside that declaration are Python's.
 
-``make install`` builds it when ``cargo`` is present and skips it silently otherwise; a test
-fails under ``CI=true`` when it is not the module loaded (equivalence tests must never pass
-pure against pure), or when :func:`status` says the build is stale.
+The package's build (``setup.py``: ``pip install``, ``make install``, the wheel) compiles it
+when ``cargo`` is present and leaves it out otherwise; a test fails under ``CI=true`` when it
+is not the module loaded (equivalence tests must never pass pure against pure), or when
+:func:`status` says the build is stale.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 from typing import Any
@@ -34,16 +37,18 @@ def _find() -> tuple[ModuleType | None, str]:
     """The native module installed (None: none, or CLAIMGRAPH_PURE=1), and why not."""
     if os.environ.get("CLAIMGRAPH_PURE") == "1":
         return None, "CLAIMGRAPH_PURE=1"
+    name = f"{__name__}._rust"
     try:
-        import claimgraph_native
-    except ImportError:
-        return None, "claimgraph_native is not installed (no cargo when `make install` ran)"
-    found: ModuleType = claimgraph_native
+        found = importlib.import_module(name)
+    except ImportError as exc:
+        if exc.name != name or not isinstance(exc, ModuleNotFoundError):
+            return None, f"{name} is installed but does not load: {exc}"
+        return None, "this install was built without the native core (no cargo)"
     return found, "loaded"
 
 
 def _load(found: ModuleType | None, why: str) -> tuple[ModuleType | None, Any, str]:
-    """The module to use with its :class:`claimgraph_native.Spec`, or why it is not used."""
+    """The module to use with its :class:`claimgraph.native._rust.Spec`, or why it is not used."""
     if found is None:
         return None, None, why
     abi = getattr(found, "ABI", None)
@@ -59,7 +64,7 @@ def _load(found: ModuleType | None, why: str) -> tuple[ModuleType | None, Any, s
 _found, _why = _find()
 module, SPEC, _why = _load(_found, _why)
 ACTIVE: bool = module is not None
-# What the native module implements (claimgraph_native.implements(); empty without it):
+# What the native module implements (claimgraph.native._rust.implements(); empty without it):
 # Python hands it only commands and decisions inside this declaration.
 IMPLEMENTS: dict[str, list[Any]] = dict(module.implements()) if module is not None else {}
 

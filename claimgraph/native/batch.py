@@ -1,8 +1,8 @@
 """One native call per batch: decide, encode, fold and stage the projection rows of commands.
 
 :func:`decide_batch` is what the embedded runtime runs per batch of command records. On the
-native core it makes one call (:class:`claimgraph_native.Batch`) per run of commands the native
-path covers — decode, decide, encode, fold and the rows ``Projector.stage`` would write, byte
+native core it makes one call (:class:`claimgraph.native._rust.Batch`) per run of commands the
+native path covers — decode, decide, encode, fold and the rows ``Projector.stage`` would write, byte
 for byte — and finishes each command a step declines in Python: the Python governor decides
 it, the Python codec encodes it, ``GraphState.evolve`` folds it, ``Projector.stage`` writes its
 rows; then the native call resumes with the next command. Without the native module it is that

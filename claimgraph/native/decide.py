@@ -1,6 +1,6 @@
 """``decide`` on the native core where it covers the command, else the Python governor.
 
-The native path (:class:`claimgraph_native.Hot`) decides ``assert``, ``deny`` and ``retract``
+The native path (:class:`claimgraph.native._rust.Hot`) decides ``assert``, ``deny`` and ``retract``
 commands under a rules revision it implements (:data:`claimgraph.native.IMPLEMENTS`: a graph
 under another one — ``CURRENT`` included, when the native module is behind it — is decided in
 Python, counted as ``rules``) — the hot path of ingest — when they are accepted
@@ -9,7 +9,7 @@ as a duplicate command id or (``on_stale: reject``) a stale claim. Everything el
 before or inside it and decided by :func:`claimgraph.core.governor.decide`, the specification;
 each decline is counted by its reason in :data:`DECLINED` (and each native decision in
 :data:`DECIDED`), so a benchmark says what fraction ran natively. Both give the same decision,
-key for key. :func:`evolve` does the same for the fold (:class:`claimgraph_native.Fold`: those
+key for key. :func:`evolve` does the same for the fold (:class:`claimgraph.native._rust.Fold`: those
 decisions, and every rejection).
 """
 

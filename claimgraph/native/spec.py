@@ -3,8 +3,8 @@
 The native core keeps no copy of a limit, a name or a code: :func:`table` is everything it
 reads of the specification, built here from :mod:`claimgraph.core` (``LIMITS``, the decision
 kinds and reason codes, the claim statuses, the schema's enums, the command catalogue, the key
-separator), and ``claimgraph_native.Spec(table())`` reads it once. What the native module does
-keep is its declaration of what it implements (``claimgraph_native.implements()``): rules
+separator), and ``claimgraph.native._rust.Spec(table())`` reads it once. What the native module does
+keep is its declaration of what it implements (``claimgraph.native._rust.implements()``): rules
 revisions, conflict policies, cardinalities, ``on_stale`` values, polarities, fallback modes
 (a domain is implemented when its fallback is), command kinds, projection layouts — named as
 the specification names them. Python hands it only commands inside that declaration and the
@@ -58,7 +58,7 @@ def _members(enum: type[StrEnum]) -> dict[str, str]:
 
 
 def table() -> dict[str, Any]:
-    """The specification as ``claimgraph_native.Spec`` reads it (read when called)."""
+    """The specification as ``claimgraph.native._rust.Spec`` reads it (read when called)."""
     return {
         "limits": dict(LIMITS),
         "sep": SEP,

@@ -25,7 +25,7 @@ from claimgraph.native.spec import ENUMS
 
 __all__ = ["NativeStatus", "checkout", "evaluate", "sources_digest"]
 
-_FIXED = ("build.rs", "Cargo.toml", "Cargo.lock", "pyproject.toml")
+_FIXED = ("build.rs", "Cargo.toml", "Cargo.lock")
 
 
 @dataclass(frozen=True, slots=True)

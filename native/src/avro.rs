@@ -502,7 +502,7 @@ pub fn encode(n: &Node, v: &Bound<'_, PyAny>, out: &mut Vec<u8>) -> R<()> {
 }
 
 /// One schema version's codec: its single-object header, and its plan.
-#[pyclass(frozen, module = "claimgraph_native")]
+#[pyclass(frozen, module = "claimgraph.native._rust")]
 pub struct Codec {
     pub node: Node,
     pub prefix: Vec<u8>,

@@ -18,7 +18,7 @@ use crate::decide::{Decline, Hot};
 use crate::fold::Fold;
 use crate::rows::Stage;
 
-#[pyclass(frozen, module = "claimgraph_native")]
+#[pyclass(frozen, module = "claimgraph.native._rust")]
 pub struct Batch {
     hot: Py<Hot>,
     fold: Py<Fold>,

@@ -151,7 +151,7 @@ fn iso_utc(ms: i64, time_max: i64) -> D<String> {
     ))
 }
 
-#[pyclass(frozen, module = "claimgraph_native")]
+#[pyclass(frozen, module = "claimgraph.native._rust")]
 pub struct Hot {
     pub(crate) spec: Py<Spec>,
     claim: Py<Codec>,

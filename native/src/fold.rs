@@ -22,7 +22,7 @@ use crate::table::{store_of, Store};
 
 type D<T> = Result<T, Decline>;
 
-#[pyclass(frozen, module = "claimgraph_native")]
+#[pyclass(frozen, module = "claimgraph.native._rust")]
 pub struct Fold {
     spec: Py<Spec>,
     changes: Py<PyType>,

@@ -27,7 +27,9 @@ fn sha256_hex(data: &[u8], scalar: bool) -> String {
     })
 }
 
+/// ``claimgraph.native._rust``: the package's build (setup.py) puts it inside the package.
 #[pymodule]
+#[pyo3(name = "_rust")]
 fn claimgraph_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<spec::Spec>()?;
     m.add_class::<avro::Codec>()?;

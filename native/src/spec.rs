@@ -102,7 +102,7 @@ pub fn implements(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 
 /// The specification's table, read once: limits, names and codes, and the values of what the
 /// declaration above implements.
-#[pyclass(frozen, module = "claimgraph_native")]
+#[pyclass(frozen, module = "claimgraph.native._rust")]
 pub struct Spec {
     // LIMITS
     pub id: usize,

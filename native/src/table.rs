@@ -588,7 +588,7 @@ pub struct EdgeRec {
     vis: u32,
 }
 
-#[pyclass(module = "claimgraph_native")]
+#[pyclass(module = "claimgraph.native._rust")]
 pub struct Store {
     pub ids: Interner, // claim ids; the index is the claim's index
     claims: Seg<ClaimRec>,
@@ -1236,31 +1236,31 @@ impl Store {
     }
 }
 
-#[pyclass(frozen, mapping, module = "claimgraph_native")]
+#[pyclass(frozen, mapping, module = "claimgraph.native._rust")]
 pub struct ClaimMap {
     #[pyo3(get)]
     pub store: Py<Store>,
 }
 
-#[pyclass(frozen, module = "claimgraph_native")]
+#[pyclass(frozen, module = "claimgraph.native._rust")]
 pub struct ClaimRef {
     store: Py<Store>,
     i: u32,
 }
 
-#[pyclass(frozen, mapping, module = "claimgraph_native")]
+#[pyclass(frozen, mapping, module = "claimgraph.native._rust")]
 pub struct EdgeMap {
     store: Py<Store>,
 }
 
-#[pyclass(frozen, module = "claimgraph_native")]
+#[pyclass(frozen, module = "claimgraph.native._rust")]
 pub struct EdgeRef {
     store: Py<Store>,
     i: u32,
 }
 
 /// Iterates a table in insertion order: what = 0 keys, 1 items, 2 values; edges: +3.
-#[pyclass(module = "claimgraph_native")]
+#[pyclass(module = "claimgraph.native._rust")]
 pub struct TableIter {
     store: Py<Store>,
     at: u32,
