@@ -64,7 +64,7 @@ def schema_what_if(
 
     The proposal is in force from --from without taking a version; decisions are matched by
     command. Nothing is written: the logs are read as a secondary, so this runs beside serve.
-    Exits 1 when publishing the proposal would be refused.
+    Exits 1 when publishing the proposal would be refused (at --from, or now).
     """
     if CTX.bootstrap:
         raise ConfigError(
@@ -86,7 +86,8 @@ def schema_what_if(
     else:
         for line in render(report):
             say(line)
-    if report["stopped"] == "refused":
+    now = report["now"]
+    if report["stopped"] == "refused" or (now is not None and now["kind"] == "rejected"):
         raise typer.Exit(1)
 
 
@@ -105,14 +106,13 @@ def render(r: dict[str, Any]) -> list[str]:
         f"what-if of {p['source']} over graph {r['graph']!r} (head v{r['head']}), in force "
         f"from v{r['from']} without taking a version"
     ]
-    verdict = "accepted" if p["kind"] == "accepted" else f"refused ({p['reason']}: {p['detail']})"
-    lines.append(f"  publishing it at v{p['at']} as {p['agent']}: {verdict}")
+    lines.append(f"  publishing it at v{p['at']} as {p['agent']}: {_publishing(p)}")
     if r["stopped"] == "refused":
         return [*lines, "  nothing was decided again"]
+    if p["kind"] is None:
+        return [*lines, "  stopped by --seconds before the range: nothing was decided again"]
     span = f"v{r['from']}..v{r['to']}" if r["to"] >= r["from"] else "no version"
-    lines.append(
-        f"  decided again: {span}, {r['commands']} commands; {r['changed']} decisions differ"
-    )
+    lines.append(f"  decided again: {span}, {r['commands']} commands; {_differ(r['changed'])}")
     if r["stopped"] == "limit":
         lines.append(
             f"  stopped by --limit at v{r['to']} (the range goes on to v{r['requested_to']})"
@@ -121,6 +121,9 @@ def render(r: dict[str, Any]) -> list[str]:
         lines.append(
             f"  stopped by --seconds at v{r['to']} (the range goes on to v{r['requested_to']})"
         )
+    now = r["now"]
+    if now is not None:
+        lines.append(f"  publishing it now (after v{now['at'] - 1}): {_publishing(now)}")
     for key, title in _TITLES:
         lines += _listing(title, r["decisions"][key], _change)
     lines += _listing("resolves and escalations no longer needed", r["no_longer_needed"], _verdict)
@@ -139,6 +142,16 @@ def render(r: dict[str, Any]) -> list[str]:
             line += f" (under the proposal it would be {w['kind']}: {w['reason']})"
         lines.append(line)
     return lines
+
+
+def _differ(n: int) -> str:
+    return f"{n} decision differs" if n == 1 else f"{n} decisions differ"
+
+
+def _publishing(p: dict[str, Any]) -> str:
+    if p["kind"] is None:
+        return "not decided"
+    return "accepted" if p["kind"] == "accepted" else f"refused ({p['reason']}: {p['detail']})"
 
 
 def _listing(title: str, listing: dict[str, Any], line: Any) -> list[str]:

@@ -29,7 +29,8 @@ The log is taken as logged where a replay must not invent history:
 
 Before the range, the proposal itself is decided as a ``publish_schema`` by ``agent`` at
 ``start`` (authority, parse, the slot clashes new cardinalities would cause): if the governor
-would refuse it, the report says why and nothing is replayed.
+would refuse it, the report says why and nothing is replayed. After the range it is decided
+again on the logged state (``now``): what a real publish would answer after ``end``.
 
 This module does no I/O of its own beyond reading the two logs it is given (and checkpoints);
 :mod:`claimgraph.service.whatif_run` opens them read-only in a process of their own.
@@ -174,6 +175,7 @@ class WhatIfReport:
     slots: _Listing = field(default_factory=lambda: _Listing(FIRST))
     edges: _Listing = field(default_factory=lambda: _Listing(FIRST))
     publishes: list[dict[str, Any]] = field(default_factory=list)
+    now: dict[str, Any] | None = None  # the governor's decision of it after the range
     seconds: float = 0.0
 
     @property
@@ -185,6 +187,7 @@ class WhatIfReport:
         return {
             "graph": self.graph,
             "proposal": self.proposal,
+            "now": self.now,
             "from": self.start,
             "to": self.end,
             "requested_to": self.requested_end,
@@ -250,20 +253,13 @@ def what_if(
         if progress is not None:
             progress(pos - first, work)
 
+    report.proposal = {"source": source, "agent": agent, **_verdict_of(None, start)}
     if not _fold_prefix(logs, (logged, proposed), first, start, out_of_time, folded):
         report.stopped = "time"
         report.seconds = clock() - t0
         return report
     verdict = _publish(proposed, logs, graph, document, source, agent, start)
-    report.proposal = {
-        "source": source,
-        "agent": agent,
-        "at": start,
-        "kind": verdict["kind"],
-        "reason": verdict["reason"],
-        "detail": verdict["detail"],
-        "digest": verdict["schema"]["digest"] if verdict["schema"] else None,
-    }
+    report.proposal.update(_verdict_of(verdict, start))
     if verdict["kind"] == "rejected":
         report.stopped = "refused"
         report.seconds = clock() - t0
@@ -288,6 +284,8 @@ def what_if(
         folded(version)
     if report.stopped is None and stop < end:
         report.stopped = "limit"
+    after = report.end + 1  # what publishing it would decide now (after the range)
+    report.now = _verdict_of(_publish(logged, logs, graph, document, source, agent, after), after)
     _compare_states(report, logged, proposed)
     report.seconds = clock() - t0
     return report
@@ -379,6 +377,17 @@ def _commands_of(logs: Logs, decisions: Sequence[Decision]) -> list[LogRecord]:
     return out
 
 
+def _verdict_of(d: Decision | None, at: int) -> dict[str, Any]:
+    """The governor's decision of the proposal at version ``at`` (None: not decided)."""
+    return {
+        "at": at,
+        "kind": d["kind"] if d else None,
+        "reason": d["reason"] if d else None,
+        "detail": d["detail"] if d else None,
+        "digest": d["schema"]["digest"] if d and d["schema"] else None,
+    }
+
+
 def _publish(
     state: GraphState,
     logs: Logs,
@@ -389,7 +398,8 @@ def _publish(
     start: int,
 ) -> Decision:
     """The governor's decision of the proposal as a ``publish_schema`` by ``agent`` at
-    ``start`` (not folded: the proposal takes no version)."""
+    ``start``, given ``state`` folded up to ``start - 1`` (not folded in: the proposal takes
+    no version)."""
     at = logs.decisions.get(start) if start < logs.decisions.end() else None
     offset = logs.commands.end()
     log_time = state.last_log_time
@@ -556,12 +566,13 @@ def _difference(what: str, name: str, logged: str, proposed: str) -> dict[str, A
 
 
 def _slot_value(state: GraphState, slot: str) -> str:
-    """What a slot read gives: ``unknown (cf:...)``, the node it holds, or ``empty``."""
+    """What a slot read gives: ``unknown (cf:...)``, the node of the present edge it holds,
+    or ``empty`` (also when its edge is unknown through another slot, as a read says)."""
     conflict = state.slot_conflict.get(slot)
     if conflict is not None:
         return f"unknown ({conflict})"
     holder = state.slot_holder.get(slot)
-    if holder is None:
+    if holder is None or state.edge_read(holder)[0] != "present":
         return "empty"
     _, st, si, ot, oi = edge_parts(holder)
     side = slot.split(SEP)[1]

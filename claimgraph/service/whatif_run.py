@@ -1,10 +1,11 @@
 """A what-if over a data directory, read-only, in a process of its own.
 
-:func:`read_only_logs` opens ``DIR/log`` as a RocksDB *secondary* instance whose scratch
-directory is in the system's temporary directory (never ``DIR/.readers``): it takes no lock,
-so it runs beside ``claimgraph serve`` or any other writer, and it writes nothing under
-``DIR``. Checkpoints (``DIR/checkpoints``) are only read. :func:`run_what_if` is what
-``claimgraph schema what-if`` calls in its own process.
+:func:`read_only_logs` opens ``DIR/log`` as a RocksDB *secondary* instance, through a shadow
+directory of symbolic links in the system's temporary directory (never ``DIR/.readers``): it
+takes no lock, so it runs beside ``claimgraph serve`` or any other writer, and it writes
+nothing under ``DIR`` — not even the sidecar file rocksdict rewrites on every open — so it
+also works on a directory this user may only read. Checkpoints (``DIR/checkpoints``) are only
+read. :func:`run_what_if` is what ``claimgraph schema what-if`` calls in its own process.
 
 :func:`what_if_in_process` is for a server: it runs the same in a child process
 (``python -m claimgraph.service.whatif_run``: a JSON request on stdin, the report or the error
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -33,6 +35,7 @@ from claimgraph.core.model import Progress
 from claimgraph.errors import ClaimgraphError, ConfigError, LimitError, StorageError
 from claimgraph.logconf import events
 from claimgraph.logs.embedded import EmbeddedLogStore
+from claimgraph.logs.rocks import Place
 from claimgraph.service.graph import read_config
 from claimgraph.service.whatif import Bounds, what_if
 
@@ -49,25 +52,64 @@ _log = events("serve")  # a server runs what-ifs (a dry-run publish); the CLI lo
 GRACE = 30.0  # seconds a child may run past its time bound (the end comparison) before a kill
 WORKERS = 1  # what-if children a server runs at once
 _SLOTS = threading.BoundedSemaphore(WORKERS)
+_ROCKSDICT_CONFIG = "rocksdict-config.json"
 
 
 @contextlib.contextmanager
 def read_only_logs(path: Path) -> Iterator[tuple[EmbeddedLogStore, str]]:
-    """The logs of the embedded graph in ``path``, as a secondary caught up now, and the
-    graph's name. Nothing is written under ``path``; the scratch goes when the block ends."""
+    """The logs of the embedded graph in ``path`` as they are now (a secondary instance,
+    opened once), and the graph's name. Nothing is written under ``path`` (see
+    :func:`_shadow`); the scratch directory goes when the block ends."""
     cfg = read_config(path)
-    if not (path / "log").is_dir():
+    log = path / "log"
+    if not log.is_dir():
         raise ConfigError(f"{path} has no log directory: it is not an embedded graph's data")
     scratch = Path(tempfile.mkdtemp(prefix="claimgraph-whatif-"))
     try:
-        logs = EmbeddedLogStore(path / "log", secondary=scratch / "log")
+        logs = _open_shadowed(log, scratch)
         try:
-            logs.catch_up()
             yield logs, str(cfg["graph"])
         finally:
             logs.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+SHADOW_TRIES = 5  # opens of a fresh shadow while the writer renames files under it
+
+
+def _open_shadowed(log: Path, scratch: Path) -> EmbeddedLogStore:
+    """``log`` opened as a secondary through a shadow of it in ``scratch``, retried while the
+    writer replaces a file the shadow links to (a flush, a compaction) as it is opened."""
+    for attempt in range(SHADOW_TRIES):
+        shadow, secondary = scratch / f"shadow-{attempt}", scratch / f"secondary-{attempt}"
+        _shadow(log, shadow)
+        try:
+            logs = EmbeddedLogStore(shadow, secondary=secondary)
+        except StorageError as exc:  # CorruptionError too: RocksDB's missing file reads so
+            if "No such file" not in str(exc) or attempt == SHADOW_TRIES - 1:
+                raise
+            continue
+        logs.place = Place(str(log), logs.place.remedy)  # errors name the real directory
+        return logs
+    raise AssertionError("unreachable")
+
+
+def _shadow(src: Path, dst: Path) -> None:
+    """A directory that RocksDB reads as ``src``: a symbolic link to each of its files, but a
+    copy of ``rocksdict-config.json`` (rocksdict rewrites it on every open, even of a
+    secondary) and none of ``LOCK`` and the info logs (``LOG*``: a secondary writes its own
+    in its secondary directory). So opening it writes nothing under ``src``, and works where
+    ``src`` is not writable by this user."""
+    dst.mkdir()
+    for entry in os.scandir(src):
+        name = entry.name
+        if name == "LOCK" or name.startswith("LOG") or not entry.is_file():
+            continue
+        if name == _ROCKSDICT_CONFIG:
+            shutil.copyfile(entry.path, dst / name)
+        else:
+            (dst / name).symlink_to(entry.path)
 
 
 def run_what_if(
