@@ -53,7 +53,7 @@ from claimgraph.core.state import SEP, ConflictState, GraphState, edge_parts
 from claimgraph.core.wire import decode_command, encode_decision
 from claimgraph.errors import ConfigError, DecodeError, IntegrityError
 from claimgraph.logs.base import LogRecord
-from claimgraph.native.batch import fold_batch
+from claimgraph.native.batch import decide_batch, fold_batch
 from claimgraph.native.decide import decide, evolve
 from claimgraph.streams.gcbatch import batch_gc
 
@@ -277,8 +277,7 @@ def what_if(
         with batch_gc():
             decisions = fold_batch(logged, records, None, records[-1].offset)
             commands = _commands_of(logs, decisions)
-            for rec, was, cmd in zip(records, decisions, commands, strict=True):
-                _one(report, proposed, rec, was, cmd)
+            _decide_again(report, proposed, records, decisions, commands)
         version = records[-1].offset + 1
         report.end = version - 1
         folded(version)
@@ -424,7 +423,44 @@ def _publish(
     return decide_command(state, cmd, offset, log_time, rules)
 
 
-# -- one command ------------------------------------------------------------------------------
+# -- deciding again --------------------------------------------------------------------------
+
+# Decided one at a time, not in a batch: a later schema (applied as logged) and a rules
+# upgrade (after which the logged revision may differ from the proposed state's).
+_ONE_BY_ONE = ("publish_schema", "upgrade_rules")
+
+
+def _decide_again(
+    report: WhatIfReport,
+    state: GraphState,
+    records: Sequence[LogRecord],
+    logged: Sequence[Decision],
+    commands: Sequence[LogRecord],
+) -> None:
+    """Decide ``commands`` again for the proposed ``state`` and compare each new decision with
+    the ``logged`` one (at version ``records[i].offset``).
+
+    Each command is decided under the rules revision its logged decision names. Runs of
+    commands in which that is the revision the proposed state decides under anyway go to
+    :func:`~claimgraph.native.batch.decide_batch` (decide, encode and fold in one native call
+    per run where the native core covers them); the rest one at a time."""
+    i, n = 0, len(records)
+    while i < n:
+        was = logged[i]
+        rules = CURRENT if state.rules is None else state.rules
+        j = i
+        while (
+            j < n and logged[j]["command_type"] not in _ONE_BY_ONE and logged[j]["rules"] == rules
+        ):
+            j += 1
+        if j > i:  # a run, decided as the governor would have, under ``rules``
+            ds, _ = decide_batch(state, commands[i:j], records[i].offset, None)
+            for k, d in enumerate(ds, i):
+                _compare(report, records[k].offset, logged[k], d, commands[k])
+            i = j
+            continue
+        _one(report, state, records[i], was, commands[i])
+        i += 1
 
 
 def _one(
@@ -432,14 +468,22 @@ def _one(
 ) -> None:
     """Decide ``cmd`` again for the proposed ``state``, fold it in, compare with ``was``."""
     version = rec.offset
-    report.commands += 1
     if was["command_type"] == "publish_schema":
+        report.commands += 1
         again = decide(state, cmd.value, cmd.offset, cmd.timestamp, rules=was["rules"])
         evolve(state, was, version, rec.value)  # a later schema applies as logged
         report.publishes.append(_publish_note(version, was, again))
         return
     d = decide(state, cmd.value, cmd.offset, cmd.timestamp, rules=was["rules"])
     evolve(state, d, version, encode_decision(d))
+    _compare(report, version, was, d, cmd)
+
+
+def _compare(
+    report: WhatIfReport, version: int, was: Decision, d: Decision, cmd: LogRecord
+) -> None:
+    """Count ``d`` (decided again at ``version``) and list it if it differs from ``was``."""
+    report.commands += 1
     if outcome(d) == outcome(was):
         return
     report.changed += 1
