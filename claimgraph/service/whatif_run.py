@@ -102,7 +102,7 @@ def _shadow(src: Path, dst: Path) -> None:
     in its secondary directory). So opening it writes nothing under ``src``, and works where
     ``src`` is not writable by this user."""
     dst.mkdir()
-    for entry in os.scandir(src):
+    for entry in os.scandir(src.resolve()):  # absolute: the links are read from dst
         name = entry.name
         if name == "LOCK" or name.startswith("LOG") or not entry.is_file():
             continue
