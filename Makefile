@@ -117,6 +117,7 @@ bench: $(STAMP) $(NATIVE_STAMP) kafka-fetch
 	$(BIN)/python tools/bench_kafka.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_http.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_versions.py --out BENCHMARKS.md
+	$(BIN)/python tools/bench_whatif.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_chain.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_agents.py --out BENCHMARKS.md
 	$(BIN)/python tools/bench_submit.py --out BENCHMARKS.md
@@ -126,5 +127,5 @@ bench: $(STAMP) $(NATIVE_STAMP) kafka-fetch
 	$(BIN)/python tools/bench_memory.py --spill 131072 --runs 1 --out BENCHMARKS.md
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench-data test-artifacts site \
-	  dist build claimgraph.egg-info claimgraph/native/_rust*.so
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache bench-data bench-data-whatif test-artifacts \
+	  site dist build claimgraph.egg-info claimgraph/native/_rust*.so

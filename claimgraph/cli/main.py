@@ -17,6 +17,7 @@ from claimgraph.errors import ClaimgraphError, ConfigError, SchemaError
 # isort: split
 from claimgraph.cli import writes as writes
 
+from claimgraph.cli import whatif as whatif  # isort: skip  (schema what-if: after show)
 from claimgraph.cli import reads as reads  # isort: skip
 from claimgraph.cli import agents, export, governance, kafka, queries, rules, serving  # isort: skip
 from claimgraph.cli import versions  # isort: skip

@@ -336,10 +336,8 @@ class GraphState:
             if touched != conflict_id:
                 self._maybe_close(touched, d, version, before, ch)
         if d["schema"] is not None:
-            self.schema = parse_schema(d["schema"]["document"], d["schema"]["source"])
-            self.schema_rev = d["schema"]["revision"]
-            self._sides = {}
-            self._rebuild_slot_holders()  # cardinalities may have changed
+            s = d["schema"]
+            self.adopt_schema(parse_schema(s["document"], s["source"]), s["revision"])
         if d["grant"] is not None:
             self.grants[d["grant"]["grant_id"]] = GrantState(d["grant"])
         if d["command_type"] == "revoke" and d["target"] in self.grants:
@@ -359,6 +357,18 @@ class GraphState:
                 ch.conflicts.append(d["target"])
         self._mark_changed(before, version, ch)
         return ch
+
+    def adopt_schema(self, schema: GraphSchema, revision: int) -> None:
+        """Put ``schema`` in force as revision ``revision`` (what a published schema does).
+
+        The fold calls it for an accepted ``publish_schema``; a what-if
+        (:mod:`claimgraph.service.whatif`) calls it to put a proposed schema in force
+        without a decision, so without taking a version.
+        """
+        self.schema = schema
+        self.schema_rev = revision
+        self._sides = {}
+        self._rebuild_slot_holders()  # cardinalities may have changed
 
     def _merges(self, edge_type: str) -> bool:
         et = self.edge_type(edge_type)

@@ -28,6 +28,7 @@ __all__ = [
     "PROBLEM_RESPONSES",
     "RUN_EVENT_PAYLOAD",
     "STRICT",
+    "WHAT_IF_SECONDS",
     "AtQuery",
     "BatchIn",
     "BatchOut",
@@ -52,6 +53,7 @@ __all__ = [
     "TimeoutQuery",
     "UpgradeRulesIn",
     "Version",
+    "WhatIfIn",
 ]
 
 Version = Annotated[int, Field(ge=-1, le=I64)]
@@ -63,6 +65,7 @@ TimeoutQuery = Annotated[
 ]
 Id = Annotated[str, Field(min_length=1, max_length=LIMITS["id"])]
 RUN_EVENT_PAYLOAD = 256 * 1024  # characters of one trace event's payload
+WHAT_IF_SECONDS = 300.0  # the longest time bound a dry-run publish may ask for
 RUN_EVENTS_PER_REQUEST = 10_000  # the model's hard bound; HttpLimits.max_run_events is lower
 Text = Annotated[str, Field(max_length=LIMITS["reasoning"])]
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -169,9 +172,44 @@ class ReadBlockedIn(In):
     pinned_version: Version = Field(-1, description="The reporting run's pinned version.")
 
 
+class WhatIfIn(BaseModel):
+    """The range and bounds of a dry-run publish's what-if (docs: how-to/what-if)."""
+
+    model_config = STRICT
+    from_version: Version | None = Field(
+        None,
+        ge=0,
+        description="The first version decided under the proposal (default: the version "
+        "after the schema in force was published).",
+    )
+    to_version: Version | None = Field(
+        None, ge=0, description="The last version decided again (default: head)."
+    )
+    limit: int | None = Field(
+        None, ge=1, le=I64, description="Decide at most this many commands again."
+    )
+    seconds: float = Field(
+        30.0,
+        gt=0,
+        le=WHAT_IF_SECONDS,
+        allow_inf_nan=False,
+        description="Stop after this many seconds; the report says where it stopped.",
+    )
+    first: int = Field(20, ge=0, le=1000, description="Entries listed per category.")
+
+
 class SchemaIn(In):
     document: Annotated[str, declared("publish_schema", "document")]
     source: Annotated[str, declared("publish_schema", "source")] = "<http>"
+    dry_run: bool = Field(
+        False,
+        description="Publish nothing: answer what the schema would have decided of the "
+        "logged commands (a what-if, run read-only in a process of its own; embedded graphs).",
+    )
+    what_if: WhatIfIn | None = Field(None, description="The what-if's range (with dry_run).")
+
+    def fields(self) -> dict[str, Any]:
+        return {"document": self.document, "source": self.source}
 
 
 class GrantIn(In):

@@ -22,9 +22,10 @@ from claimgraph.core.model import LIMITS, Command, Reason
 from claimgraph.core.wire import encode_command
 from claimgraph.errors import InputError, LimitError
 from claimgraph.http.auth import Principal
-from claimgraph.http.bodies import BODIES, PROBLEM_RESPONSES, BatchIn, BatchOut, In
+from claimgraph.http.bodies import BODIES, PROBLEM_RESPONSES, BatchIn, BatchOut, In, SchemaIn
 from claimgraph.http.context import Context, clean, decision_json, receipt_json
 from claimgraph.http.problems import problem, status_for
+from claimgraph.http.whatif import check_options, dry_run
 from claimgraph.service.api import Receipt
 from claimgraph.service.inputs import require_domain
 
@@ -120,7 +121,11 @@ def router(ctx: Context) -> APIRouter:
 
     def write(request: Request, spec: CommandSpec, body: In) -> Any:
         token = ctx.bearer(request)
+        if isinstance(body, SchemaIn):
+            check_options(body)
         command = command_for(ctx.tokens.principal(token), token, spec, body)
+        if isinstance(body, SchemaIn) and body.dry_run:  # a what-if: nothing is recorded
+            return dry_run(graph, command, body)
         rec = submit(command)
         d = rec.decision
         if command["type"] == "refused":
@@ -153,6 +158,8 @@ def router(ctx: Context) -> APIRouter:
                 "--max-batch",
                 f"{len(body.commands)} commands in one request; at most {lim.max_batch}",
             )
+        if any(isinstance(c, SchemaIn) and (c.dry_run or c.what_if) for c in body.commands):
+            raise InputError("a dry-run publish goes to POST /v1/commands/publish_schema alone")
         token = ctx.bearer(request)
         p = ctx.tokens.principal(token)
         records = [

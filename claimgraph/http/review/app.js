@@ -314,6 +314,124 @@ $("nb-form").addEventListener("submit", (ev) => {
   if (n) draw(n);
 });
 
+// -- the proposed schema's what-if: a dry-run publish (POST .../publish_schema, dry_run) ------
+
+const WHAT_IF_SHOWN = 10; // entries listed per category
+const WHAT_IF_LISTS = [
+  ["rejected", "newly rejected", (r) => r.decisions.rejected, change],
+  ["quarantined", "newly quarantined", (r) => r.decisions.quarantined, change],
+  ["accepted", "newly accepted", (r) => r.decisions.accepted, change],
+  ["other", "otherwise changed", (r) => r.decisions.other, change],
+  ["not-needed", "resolves and escalations no longer needed", (r) => r.no_longer_needed,
+    (e) => `v${e.version} ${e.command_type} ${e.command_id} by ${e.agent}: ${e.detail}`],
+  ["appear", "conflicts that appear", (r) => r.conflicts.appear, conflictLine],
+  ["vanish", "conflicts that vanish", (r) => r.conflicts.vanish, conflictLine],
+  ["slots", "slots whose value at the end differs", (r) => r.slots,
+    (e) => `${e.slot}: ${e.logged} → ${e.what_if}`],
+  ["edges", "edges whose state at the end differs", (r) => r.edges,
+    (e) => `${e.edge}: ${e.logged} → ${e.what_if}`],
+];
+
+function outcome(d) {
+  return `${d.kind} ${d.reason}` + (d.conflict_id ? ` ${d.conflict_id}` : "");
+}
+
+function change(e) {
+  const who = e.task ? `${e.agent}/${e.task}` : e.agent;
+  return `v${e.version} ${e.command_type} ${e.command_id} by ${who}`
+    + (e.edge ? ` ${e.edge}` : "") + `: ${outcome(e.logged)} → ${outcome(e.what_if)}`
+    + (e.what_if.detail ? ` — ${e.what_if.detail}` : "");
+}
+
+function conflictLine(e) {
+  return `${e.conflict_id} (${e.edge_type}, opened v${e.opened_at}, `
+    + `${e.open ? "open at the end" : "closed"}): claims ${e.claims.join(", ")}`;
+}
+
+function renderWhatIf(r) {
+  const box = $("what-if-report");
+  const p = r.proposal;
+  const out = [];
+  if (r.stopped === "refused") {
+    out.push(el("p", { class: "refused", "data-testid": "what-if-summary" },
+      `Publishing it at v${p.at} would be refused: ${p.reason} — ${p.detail}`));
+    box.replaceChildren(...out);
+    return;
+  }
+  if (p.kind === null) {
+    out.push(el("p", { class: "notice", "data-testid": "what-if-summary" },
+      "Stopped by its time bound before the range: nothing was decided again."));
+    box.replaceChildren(...out);
+    return;
+  }
+  const span = r.to >= r.from ? `v${r.from}–v${r.to}` : "no version";
+  out.push(el("p", { "data-testid": "what-if-summary" },
+    `In force from v${r.from} without taking a version: decided again ${span} `
+    + `(head v${r.head}), ${r.commands} commands; ${r.changed} decisions differ.`));
+  if (r.now && r.now.kind === "rejected") {
+    out.push(el("p", { class: "refused", "data-testid": "what-if-now" },
+      `Publishing it now would be refused: ${r.now.reason} — ${r.now.detail}`));
+  }
+  if (r.stopped) {
+    out.push(el("p", { class: "notice", "data-testid": "what-if-stopped" },
+      `Stopped by its ${r.stopped === "time" ? "time bound" : "command limit"} at v${r.to}; `
+      + `the range goes on to v${r.requested_to}.`));
+  }
+  for (const [key, title, pick, line] of WHAT_IF_LISTS) {
+    const listing = pick(r);
+    const items = listing.first.map((e) => el("li", {}, line(e)));
+    const more = listing.count - listing.first.length;
+    if (more > 0) items.push(el("li", { class: "hint" }, `… and ${more} more`));
+    out.push(el("h3", { "data-testid": "what-if-" + key }, `${title}: ${listing.count}`));
+    if (items.length) out.push(el("ul", { "data-testid": "what-if-list-" + key }, ...items));
+  }
+  for (const n of r.publishes) {
+    out.push(el("p", { class: "notice", "data-testid": "what-if-publish" },
+      `v${n.version}: schema revision ${n.revision} was published here and applies as logged`
+      + (n.what_if ? ` (under the proposal it would be ${n.what_if.kind}: ${n.what_if.reason})`
+        : "") + "; the proposal is not in force after it."));
+  }
+  box.replaceChildren(...out);
+}
+
+async function whatIf() {
+  const doc = $("proposal-text").value;
+  if (!doc.trim()) {
+    say("Paste a proposed schema first (or start from the schema in force).", true);
+    return;
+  }
+  const opts = { first: WHAT_IF_SHOWN };
+  const from = $("what-if-from").value.trim();
+  if (from !== "") opts.from_version = Number(from);
+  $("what-if-report").replaceChildren(el("p", { class: "hint", "data-testid": "what-if-busy" },
+    "Deciding the logged commands again under the proposal…"));
+  try {
+    const r = await api("/v1/commands/publish_schema", {
+      method: "POST",
+      body: JSON.stringify({ document: doc, source: "review page", dry_run: true, what_if: opts }),
+    });
+    renderWhatIf(r.what_if);
+    say("");
+  } catch (e) {
+    if (e.body && e.body.what_if) {
+      renderWhatIf(e.body.what_if);
+    } else {
+      $("what-if-report").replaceChildren(el("p", { class: "refused",
+        "data-testid": "what-if-summary" }, e.message));
+    }
+  }
+}
+
+$("what-if-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  guarded(whatIf);
+});
+
+$("load-schema").addEventListener("click", () => guarded(async () => {
+  const s = await api("/v1/schema");
+  $("proposal-text").value = s.document;
+}));
+
 wirePager(queue, "queue", loadQueue);
 wirePager(edges, "graph", loadGraph);
 wireSearch(queue, "queue-search", "queue-q", loadQueue);
