@@ -213,8 +213,7 @@ def claim(state: GraphState, cmd: Command, d: Decision) -> None:
     # disputed: another writer's claim disagrees with this one (on the edge, in a slot, or in
     # the conflict it joins); revision 4 holds only a disputed claim for a human
     disputed = bool(opposing) or any(
-        state.claims[x].agent != agent and claim_outcome(state, x) != (key, asserts)
-        for x in pool
+        state.claims[x].agent != agent and claim_outcome(state, x) != (key, asserts) for x in pool
     )
     unsafe = _held_for_a_human(state, et, c, d, own, agreeing, disputed)
     if open_conflict is not None and at_least(d, 2):
