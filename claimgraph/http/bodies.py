@@ -19,6 +19,7 @@ from claimgraph.core.model import LIMITS
 from claimgraph.http.problems import PROBLEM
 from claimgraph.service.api import node
 from claimgraph.service.inputs import declared, now_millis
+from claimgraph.service.limits import RUN_EVENT_PAYLOAD
 
 __all__ = [
     "BATCH_ITEMS",
@@ -62,7 +63,6 @@ TimeoutQuery = Annotated[
     float, Query(ge=0, le=30, description="Seconds to wait for `at` to be applied.")
 ]
 Id = Annotated[str, Field(min_length=1, max_length=LIMITS["id"])]
-RUN_EVENT_PAYLOAD = 256 * 1024  # characters of one trace event's payload
 RUN_EVENTS_PER_REQUEST = 10_000  # the model's hard bound; HttpLimits.max_run_events is lower
 Text = Annotated[str, Field(max_length=LIMITS["reasoning"])]
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -284,6 +284,7 @@ class EdgesIn(BaseModel):
     edges: list[EdgeRef] = Field(max_length=BATCH_PER_REQUEST)
     at: Version | None = Field(None, description="Read at this version (default: head).")
     timeout: float = Field(0.0, ge=0, le=30, description="Seconds to wait for `at`.")
+    run: Id | None = Field(None, description="Read in this run (as GET /v1/edge's run=).")
 
 
 class RunEventIn(BaseModel):

@@ -237,7 +237,7 @@ class Run:
         # the run boundary: its blocked reads go to the log (exit conditions count runs)
         flush = getattr(self.graph, "flush_blocked", None)
         blocked = (
-            flush(agent=self.agent, run=self.run_id, pinned=self.version)
+            flush(agent=self.agent, run=self.run_id, pinned=self.version, task=self.task)
             if flush is not None
             else []
         )
