@@ -39,10 +39,12 @@ pub enum Stale {
 /// Revision 3 checks every field against its declared domain before any rule runs and records
 /// a failing rule as ``internal_error``: for the commands decided here the decisions are those
 /// of revision 2, because every field outside the spec's bounds is declined (and decided in
-/// Python) before anything is decided, and nothing here raises into a decision.
-pub const RULES: &[i64] = &[2, 3];
+/// Python) before anything is decided, and nothing here raises into a decision. Revision 4
+/// changed only ``read_blocked`` (a report without a run counts once per reader and
+/// conflict), which is decided and folded in Python: claims and retracts decide as under 3.
+pub const RULES: &[i64] = &[2, 3, 4];
 /// The rules revisions whose decisions the fold folds (its effects did not change between them).
-pub const FOLD_RULES: &[i64] = &[1, 2, 3];
+pub const FOLD_RULES: &[i64] = &[1, 2, 3, 4];
 /// The projection row layouts ``rows`` writes (``claimgraph.projections.rows.LAYOUT``).
 pub const LAYOUTS: &[i64] = &[2];
 /// The command kinds ``decide`` decides.

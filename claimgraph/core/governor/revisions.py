@@ -19,6 +19,8 @@ Revisions:
 3. One declared input domain: every field of every command is checked against its domain in
    the command catalogue before any rule runs (times end at year 9999), and a rule that fails
    unexpectedly is a recorded ``internal_error`` rejection (see :data:`CHANGES`).
+4. Runs are explicit: a ``read_blocked`` without a run (reads outside an explicit run) counts
+   once per (reader, conflict), so an agent polling a quarantined slot is not an escalation.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from claimgraph.core.model import Decision
 __all__ = ["CHANGES", "CURRENT", "LEGACY", "at_least"]
 
 LEGACY = 1
-CURRENT = 3
+CURRENT = 4
 
 # What each revision changed, for `claimgraph rules show` and the docs.
 CHANGES: dict[int, tuple[str, ...]] = {
@@ -60,6 +62,11 @@ CHANGES: dict[int, tuple[str, ...]] = {
         "a rule that fails unexpectedly is recorded as rejected/internal_error naming the rule "
         "and the exception's class, with no effect (under every revision: a raise never "
         "produced a decision)",
+    ),
+    4: (
+        "read_blocked without a run_id (reads outside an explicit run, reported at the version "
+        "read as pinned_version) counts once per (authenticated reader, conflict) and never "
+        "as a run (escalate_after_runs); under revision 2 and 3 it is rejected invalid_field",
     ),
 }
 
