@@ -63,11 +63,13 @@ T = TypeVar("T")
 
 INSTRUCTIONS = (
     "claimgraph is a shared, governed knowledge graph: every edge is a claim some agent made, "
-    "and a governor decides each write. You work inside a run pinned to one graph version: "
-    "every read answers as of that version (present, absent or unknown) and is recorded. "
-    "'unknown' means writers disagree and the edge is quarantined: never guess its value; "
-    "look at conflicts_near, escalate_conflict if it blocks you, or start_run later. Your "
-    "identity comes from the connection; you cannot act as another agent."
+    "and a governor decides each write. Every read answers as of one graph version (present, "
+    "absent or unknown) and says which; pass that version to a write as based_on_version. "
+    "To read one version throughout and have your reads and writes traced, call start_run and "
+    "pass its run_id to later calls; end_run when done. 'unknown' means writers disagree and "
+    "the edge is quarantined: never guess its value; look at conflicts_near, "
+    "escalate_conflict if it blocks you, or read again later. Your identity comes from the "
+    "connection; you cannot act as another agent."
 )
 
 _ID = LIMITS["id"]

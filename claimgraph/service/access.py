@@ -518,6 +518,8 @@ class Scoped(GraphWrites):
     @blocked_run.setter
     def blocked_run(self, run: Any) -> None:
         self._local.run = run
+        if self.principal.how == "server":  # a served API: its reads must name the run too
+            self.graph.blocked_run = None if run is _CLIENT else run  # type: ignore[attr-defined]
 
     @contextmanager
     def in_client_run(self) -> Iterator[None]:
