@@ -737,12 +737,11 @@ def _dataclass_rows(obj: Any, path: Path, prefix: str) -> list[list[str]]:
 
 
 def limits_page() -> str:
+    from claimgraph.core.commands import COMMANDS
     from claimgraph.core.model import LIMITS
     from claimgraph.core.rules import RULE_LIMITS
     from claimgraph.mcp import server
     from claimgraph.service.queries import QUERY_LIMITS
-
-    from claimgraph.core.commands import COMMANDS
 
     notes = source_comments(ROOT / "claimgraph/core/commands.py", "LIMITS")
     out = [
