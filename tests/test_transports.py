@@ -343,3 +343,45 @@ def test_the_sdk_retries_a_429_after_its_retry_after(tmp_path: Path) -> None:
         impatient.close()
     finally:
         g.close()
+
+
+def test_the_sdk_retries_a_503_with_bounded_backoff_and_the_same_command(tmp_path: Path) -> None:
+    """Why 6: a write answered 503 (the directory's writer accepts no writes: a StorageError)
+    is retried with bounded backoff, at most ``retries`` times, every time the same command
+    (its command_id), and then raises; a read of the same server answers meanwhile."""
+    from claimgraph.errors import StorageError
+    from claimgraph.service.attached import AttachedGraph
+
+    held = claimgraph.open(tmp_path / "g", create=True, graph="test")  # the lock, no socket
+    held.publish_schema(SCHEMA, agent="admin")
+    attached = AttachedGraph(held.path, held.name, writer_wait=0)
+    seen: list[dict[str, Any]] = []
+    app = create_app(attached, token_file(), request_log=seen.append)
+    bodies: list[bytes] = []
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        """The real app, with each POST body it is sent written down (what a retry sends)."""
+
+        async def receiving() -> Any:
+            message = await receive()
+            if scope["method"] == "POST" and message.get("body"):
+                bodies.append(message["body"])
+            return message
+
+        await app(scope, receiving, send)
+
+    try:
+        with claimgraph.connect(
+            "http://t", TOKENS["inventory"], app=recording, retries=2, retry_wait=0.01
+        ) as h:
+            with pytest.raises(StorageError):
+                h.assert_("depends_on", "service:a", "service:b", command_id="once")
+            assert h.head() == held.head()
+        posts = [x for x in seen if x["method"] == "POST"]
+        assert [x["status"] for x in posts] == [503, 503, 503]  # the first try and 2 retries
+        assert len(bodies) == 3 and len(set(bodies)) == 1  # one command, sent three times
+        assert json.loads(bodies[0])["command_id"] == "once"
+        assert held.claim_info("once") is None and held.head() == 0
+    finally:
+        attached.close()
+        held.close()
