@@ -206,16 +206,27 @@ class RunNotFound(NotFoundError):
 class AuthError(ClaimgraphError):
     """The HTTP API refused the caller: no or unknown token (401), or not allowed (403).
 
-    ``reason`` is the reason code the refusal was recorded with (``unauthenticated``,
-    ``agent_mismatch``, ``task_not_allowed``, ``not_admin``, ``not_resolver``).
+    ``reason`` is the reason code (``unauthenticated``, ``agent_mismatch``,
+    ``task_not_allowed``, ``not_admin``, ``not_resolver``, ``not_run_owner``); when the
+    refusal was recorded, ``version`` and ``decision`` are the refused command's.
     """
 
     exit_code = 10
 
-    def __init__(self, reason: str, detail: str, status: int = 403) -> None:
+    def __init__(
+        self,
+        reason: str,
+        detail: str,
+        status: int = 403,
+        *,
+        version: int | None = None,
+        decision: dict[str, object] | None = None,
+    ) -> None:
         self.reason = reason
         self.detail = detail
         self.status = status
+        self.version = version
+        self.decision = decision
         super().__init__(f"{reason}: {detail}")
 
 

@@ -68,6 +68,7 @@ COMPONENTS = (
     "projector",  # the Kafka projector (projector.*)
     "storage",  # embedded graphs: projection upgrades, recoveries, checkpoints skipped
     "writer",  # the local socket that serves other processes' writes (writer.*)
+    "access",  # the service layer beneath the transports: runs it ended, reports it missed
     "resolvers",  # serve's resolver worker (resolvers.*)
     "ticker",  # serve's deadline ticker (ticker.*)
     "serve",  # serve itself: its duties, how it stopped

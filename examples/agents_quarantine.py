@@ -50,7 +50,6 @@ from openai.types.responses import (
 import claimgraph
 from claimgraph.http.app import create_app
 from claimgraph.http.auth import Principal, TokenFile, token_digest
-from claimgraph.mcp.session import Identity
 from claimgraph.mcp.toolspec import tool_definitions
 from claimgraph.mcp.transports import mount
 
@@ -226,12 +225,7 @@ def serve(data: Path, tokens: dict[str, str]) -> Iterator[tuple[str, Any]]:
         g.publish_schema(SCHEMA, agent="platform-admin", source="examples/agents_quarantine")
     token_file = TokenFile({token_digest(t): AGENTS[a] for a, t in tokens.items()})
     app = create_app(g, token_file)
-
-    def identify(token: str | None) -> Identity | None:
-        p = token_file.principal(token)
-        return None if p is None else Identity(p.agent, p.tasks, p.roles, True, "token")
-
-    mount(app, g, identify)
+    mount(app)  # MCP at /mcp, through the app's service layer (the same tokens and limits)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     up = threading.Event()
@@ -269,8 +263,9 @@ async def run_agent(url: str, agent: str, token: str, say_: Callable[[str], None
             mcp_servers=[mcp],
             model=ScriptedModel(steps),
         )
-        if agent == "dba-agent":  # acts in its audit task: a run under it
-            await mcp.call_tool("start_run", {"task": "audit-grants"})
+        # each agent works in a run it starts (the dba in its audit task); the session
+        # remembers it, so the tool calls below need not name it
+        await mcp.call_tool("start_run", {"task": "audit-grants"} if agent == "dba-agent" else {})
         result = await Runner.run(a, task)
         info = await mcp.call_tool("end_run", {})
         say_(f"[{agent}] {result.final_output}")

@@ -14,7 +14,6 @@ import uvicorn
 
 import claimgraph
 from claimgraph.http.app import create_app
-from claimgraph.mcp.session import Identity
 from claimgraph.mcp.transports import HttpSessions, mount
 from claimgraph.service.graph import Graph
 from tests.conftest import SCHEMA
@@ -34,18 +33,15 @@ class _Server(uvicorn.Server):
 
 
 @contextmanager
-def served(path: Path) -> Iterator[tuple[str, Graph, HttpSessions]]:
-    """(base URL, the embedded graph behind it, the MCP sessions) with the schema published."""
+def served(
+    path: Path, schema: str = SCHEMA, **app_options: Any
+) -> Iterator[tuple[str, Graph, HttpSessions]]:
+    """(base URL, the embedded graph behind it, the MCP sessions) with the schema published;
+    ``app_options`` go to ``create_app`` (limits=...)."""
     g = claimgraph.open(path, create=True, graph="test")
-    g.publish_schema(SCHEMA, agent="admin")
-    tokens = token_file()
-    app = create_app(g, tokens)
-
-    def identify(token: str | None) -> Identity | None:
-        p = tokens.principal(token)
-        return None if p is None else Identity(p.agent, p.tasks, p.roles, True, "token")
-
-    sessions = mount(app, g, identify)
+    g.publish_schema(schema, agent="admin")
+    app = create_app(g, token_file(), **app_options)
+    sessions = mount(app)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -154,8 +154,9 @@ def test_sdk_batch_with_a_refused_item_raises_after_recording_the_batch(tmp_path
 
 def test_mcp_write_claims_writes_several_claims_in_one_call(tmp_path: Path) -> None:
     """write_claims over MCP (streamable HTTP, as inventory): three claims in one call, one
-    result per claim in order; each write is in the session's run trace, based on the run's
-    pinned version; more than 100 claims is a tool error and writes nothing."""
+    result per claim in order; each write is in the run's trace (the run the session started),
+    based on the run's pinned version; more than 100 claims is a tool error and writes
+    nothing."""
     with served(tmp_path / "g") as (url, g, _sessions):
 
         async def go() -> tuple[dict[str, Any], bool, int]:
@@ -172,6 +173,7 @@ def test_mcp_write_claims_writes_several_claims_in_one_call(tmp_path: Path) -> N
                     for i in range(3)
                 ]  # fmt: skip
                 claims[1]["polarity"] = "deny"
+                await s.call_tool("start_run", {})
                 out = result(await s.call_tool("write_claims", {"claims": claims}))
                 head = g.head()
                 big = await s.call_tool("write_claims", {"claims": [claims[0]] * 101})
@@ -325,6 +327,7 @@ def test_mcp_read_edges_answers_as_read_edge_does_in_one_call(tmp_path: Path) ->
                 ClientSession(r, w) as s,
             ):
                 await s.initialize()
+                await s.call_tool("start_run", {})  # reads in a run: at its pinned version
                 batch = result(await s.call_tool("read_edges", {"edges": items}))
                 singles = [result(await s.call_tool("read_edge", i)) for i in items]
                 old = result(await s.call_tool("read_edges", {"edges": items, "at": v0}))

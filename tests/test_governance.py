@@ -516,7 +516,6 @@ def test_a_blocked_read_counts_once_per_reader_run_and_conflict(refunds: Graph) 
     assert row is not None and (row["blocked_reads"], row["blocked_runs"]) == (1, [run.run_id])
     hostile = {
         "already_counted": dict(run_id=run.run_id, pinned_version=run.version, count=1_000_000),
-        "invalid_field": dict(run_id=None, pinned_version=run.version),
         "invalid_field ": dict(run_id="invented", pinned_version=-1),
         "invalid_field  ": dict(run_id="invented", pinned_version=10**9),
         "not_blocked": dict(run_id="early", pinned_version=before),
@@ -532,6 +531,55 @@ def test_a_blocked_read_counts_once_per_reader_run_and_conflict(refunds: Graph) 
     assert row is not None and row["escalated_at"] is not None
     assert [p["conflict_id"] for p in refunds.escalations()] == [conflict]
     verify(refunds)
+
+
+def test_outside_a_run_a_blocked_read_counts_once_per_reader_and_conflict(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rules revision 5: a report without a run (reads outside an explicit run) counts once
+    per (reader, conflict), never as a run, and not from before the conflict opened; under
+    revision 4 it is rejected, and an admin's upgrade turns the new rule on (issue 25)."""
+    from claimgraph.core import governor
+    from claimgraph.core.governor import revisions
+
+    monkeypatch.setattr(revisions, "CURRENT", 4)
+    monkeypatch.setattr(governor, "CURRENT", 4)
+    g = _open(tmp_path, REFUNDS, clock)
+    monkeypatch.undo()
+    try:
+        _refund(g, "R-1", "REJECT", "risk-control-agent", 0.8)
+        before = g.head()
+        conflict = _refund(g, "R-1", "HOLD", "experience-agent", 0.8).decision["conflict_id"]
+        assert conflict is not None
+        old = g.read_blocked(conflict, agent="fraud-agent", pinned_version=g.head())
+        assert (old.kind, old.reason, old.decision["rules"]) == ("rejected", "invalid_field", 4)
+        assert g.upgrade_rules(5, agent="payments-admin").kind == "accepted"
+        at = g.head()
+        for _ in range(5):  # an agent polling the slot: one blocked read
+            g.read_blocked(conflict, agent="fraud-agent", pinned_version=at)
+        early = g.read_blocked(conflict, agent="risk-control-agent", pinned_version=before)
+        assert (early.kind, early.reason) == ("rejected", "not_blocked")
+        other = g.read_blocked(conflict, agent="risk-control-agent", pinned_version=at)
+        assert (other.kind, other.decision["run_id"], other.decision["rules"]) == (
+            "accepted", None, 5,
+        )  # fmt: skip
+        got = [
+            (d["agent"], d["kind"], d["reason"])
+            for _, d in g.decisions(at + 1, 100)
+            if d["command_type"] == "read_blocked"
+        ]
+        assert got == [
+            ("fraud-agent", "accepted", "read_blocked"),
+            *[("fraud-agent", "rejected", "already_counted")] * 4,
+            ("risk-control-agent", "rejected", "not_blocked"),
+            ("risk-control-agent", "accepted", "read_blocked"),
+        ]
+        row = g.conflict(conflict)
+        assert row is not None
+        assert (row["blocked_reads"], row["blocked_runs"], row["escalated_at"]) == (2, [], None)
+        verify(g)
+    finally:
+        g.close()
 
 
 def test_blocked_read_threshold_exits(refunds: Graph) -> None:

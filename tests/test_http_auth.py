@@ -68,15 +68,28 @@ def _refused(api: Api, resp: httpx.Response, status: int, reason: str, agent: st
 @pytest.mark.parametrize(
     ("token", "what"), [(None, "missing"), ("not-a-token", "wrong"), ("", "empty")]
 )
-def test_missing_or_wrong_token_is_refused_and_recorded(
+def test_missing_or_wrong_token_is_refused_and_not_recorded(
     api: Api, token: str | None, what: str
 ) -> None:
-    """No valid bearer token: 401, recorded as 'unauthenticated' by 'anonymous'."""
-    before = api.rows()
+    """No valid bearer token: 401 before any work, and nothing recorded (not a log amplifier)."""
+    before, head = api.rows(), api.g.head()
     resp = api.post("/v1/commands/claim", {**CLAIM, "agent": "inventory"}, token)
-    _refused(api, resp, 401, "unauthenticated", "anonymous")
+    assert resp.status_code == 401, resp.text
+    assert resp.json()["reason"] == "unauthenticated" and "version" not in resp.json()
     assert resp.headers["www-authenticate"] == "Bearer"
-    assert api.rows() == before
+    assert api.rows() == before and api.g.head() == head
+
+
+def test_an_anonymous_batch_is_one_401_and_records_nothing(api: Api) -> None:
+    """One unauthenticated POST /v1/commands of 1,000 items: one 401, head unchanged (it
+    recorded 1,000 refused commands before the checks moved beneath the transports)."""
+    head = api.g.head()
+    items = [{"type": "claim", **CLAIM, "command_id": f"c{i}"} for i in range(1000)]
+    resp = api.post("/v1/commands", {"commands": items}, None)
+    assert resp.status_code == 401 and resp.json()["reason"] == "unauthenticated"
+    assert api.g.head() == head
+    tick = api.post("/v1/commands/tick", {}, None)  # a system-only type: the same 401
+    assert tick.status_code == 401 and api.g.head() == head
 
 
 def test_spoofed_agent_is_refused_and_recorded(api: Api) -> None:

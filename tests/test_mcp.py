@@ -74,6 +74,7 @@ def test_three_agents_quarantine_a_resolver_resolves_runs_replay(
 
         async def scenario() -> None:
             async with open_("inventory") as inv, open_("dba") as dba, open_("tracer") as tr:
+                await call(inv, "start_run")  # runs are explicit: each agent starts its own
                 a = await call(
                     inv, "assert_edge", edge_type="owns", subject="service:a",
                     object="database:d", confidence=0.9, evidence=["cmdb#1"],
@@ -89,7 +90,7 @@ def test_three_agents_quarantine_a_resolver_resolves_runs_replay(
                 assert b["decision"] == "quarantined", b
                 conflict = b["conflict_id"]
                 assert conflict and conflict in b["explain"]
-                # the tracer's run started before? no: its first call starts it now, at head
+                await call(tr, "start_run")  # pinned now, at head: the quarantine is in it
                 e = await call(
                     tr, "read_edge", edge_type="owns", subject="service:a", object="database:d"
                 )
@@ -157,7 +158,17 @@ def test_stdio_on_an_embedded_directory_as_the_local_owner(tmp_path: Path) -> No
         g.publish_schema(SCHEMA, agent="admin")
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "claimgraph", "--data", str(data), "mcp", "--agent", "inventory"],
+        args=[
+            "-m",
+            "claimgraph",
+            "--data",
+            str(data),
+            "mcp",
+            "--agent",
+            "inventory",
+            "--task",
+            "reconcile",  # a server started for one run: its first call starts it
+        ],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
 

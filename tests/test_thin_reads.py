@@ -53,10 +53,15 @@ def test_thin_edge_reads_answer_as_the_route_does(tmp_path: Path) -> None:
             for q in plain:
                 before = app.state.thin["answered"]
                 thin = await cl.get("/v1/edge", params=q)
-                assert app.state.thin["answered"] == before + 1, q
+                # an unknown edge is a blocked read: the service layer's route counts it
+                unknown = thin.json()["state"] == "unknown"
+                assert app.state.thin["answered"] == before + (0 if unknown else 1), q
                 route = await cl.get("/v1/edge", params={**q, "timeout": "0"})
-                assert app.state.thin["answered"] == before + 1, q
-                assert (thin.status_code, thin.content) == (route.status_code, route.content), q
+                assert app.state.thin["answered"] == before + (0 if unknown else 1), q
+                if unknown and "at" not in q:  # the first one's report moved head meanwhile
+                    assert thin.json()["version"] + 1 >= route.json()["version"], q
+                else:
+                    assert (thin.status_code, thin.content) == (route.status_code, route.content)
                 assert thin.headers["content-type"] == route.headers["content-type"]
             for q in refused:
                 before = app.state.thin["answered"]

@@ -21,6 +21,7 @@ import typer
 
 from claimgraph.cli.common import CTX, app, out
 from claimgraph.errors import ConfigError
+from claimgraph.service.limits import DEFAULT_LIMITS, Limits
 
 __all__ = ["register"]
 
@@ -46,10 +47,30 @@ def mcp(
     snapshot: Annotated[
         str | None, typer.Option(help="Pin the first run at this shared snapshot id.")
     ] = None,
+    max_requests: Annotated[
+        int, typer.Option(min=1, help="Tool calls in flight at once (the service's limit).")
+    ] = DEFAULT_LIMITS.max_requests,
+    max_batch: Annotated[
+        int, typer.Option(min=1, help="Claims or edges in one tool call.")
+    ] = DEFAULT_LIMITS.max_batch,
+    max_pins: Annotated[
+        int, typer.Option(min=1, help="Live runs (retention pins) of the identity.")
+    ] = DEFAULT_LIMITS.max_pins,
+    max_run_trace: Annotated[
+        int, typer.Option(min=1, help="Trace events per run.")
+    ] = DEFAULT_LIMITS.max_run_trace,
+    max_run_bytes: Annotated[
+        int, typer.Option(min=1, help="Bytes of trace payloads per run.")
+    ] = DEFAULT_LIMITS.max_run_bytes,
 ) -> None:
-    """Serve the graph's tools to an agent host over stdio (MCP): one session, inside a run."""
-    from claimgraph.mcp.session import AgentSession, Identity
+    """Serve the graph's tools to an agent host over stdio (MCP): one session.
+
+    With --task or --snapshot it serves one run, started on the first call; without, the
+    agent reads at head until it calls start_run. The checks and limits are the service
+    layer's, as over HTTP (over --url, the server's)."""
+    from claimgraph.mcp.session import AgentSession
     from claimgraph.mcp.transports import serve_stdio
+    from claimgraph.service.access import Access, Principal
 
     graph: Any
     if url is not None:
@@ -59,9 +80,7 @@ def mcp(
 
         graph = connect(url, token)
         who = graph.whoami()
-        ident = Identity(
-            who["agent"], tuple(who["tasks"]), frozenset(who["roles"]), False, "server"
-        )
+        ident = Principal(who["agent"], tuple(who["tasks"]), frozenset(who["roles"]), "server")
     elif token is not None:
         from claimgraph.http.auth import TokenFile
 
@@ -69,20 +88,33 @@ def mcp(
         if p is None:
             raise ConfigError("the token is not in the token file")
         graph = _open()
-        ident = Identity(p.agent, p.tasks, p.roles, True, "token")
+        ident = p
     elif agent is not None:
         if CTX.bootstrap:
             raise ConfigError("--agent is the local owner's mode (embedded only); use --token")
         graph = _open()
-        ident = Identity(agent, ("*",), frozenset(), False, "local-owner")
+        ident = Principal(agent, ("*",), frozenset(), "local-owner")
     else:
         raise ConfigError("who is the agent? give --token (or --url and --token), or --agent")
-    session = AgentSession(graph, ident, task=ident.default_task if task is None else task,
-                           snapshot_id=snapshot)  # fmt: skip
+    limits = Limits(
+        max_requests=max_requests,
+        max_batch=max_batch,
+        max_pins=max_pins,
+        max_run_trace=max_run_trace,
+        max_run_bytes=max_run_bytes,
+    )
+    access = Access(graph, limits=limits)
+    session = AgentSession(
+        access.of(ident),
+        task=task,
+        snapshot_id=snapshot,
+        one_run=task is not None or snapshot is not None,  # a server started for one run
+        counts_requests=True,
+    )
     from claimgraph.service.local_writer import listening
 
     try:
-        with listening(graph):  # as the directory's writer, it takes others' writes meanwhile
+        with listening(graph, access):  # as the writer, it takes others' writes meanwhile
             serve_stdio(session)
     finally:
         graph.close()

@@ -328,7 +328,7 @@ def serve(
         ready_lag=ready_lag,
         request_log=request_logger() if request_log else None,
     )
-    _mount_mcp(app, graph, token_file, host)
+    _mount_mcp(app, host)
     stop = threading.Event()
     watch_schema(graph, token_file, stop)  # a schema published later: say which tokens to add
     # SIGHUP re-reads the tokens; on a thread of its own: the handler may interrupt a reload
@@ -359,7 +359,9 @@ def serve(
     try:
         from claimgraph.service.local_writer import listening
 
-        with listening(graph):  # CLI writes from other processes, while serve holds the data
+        # CLI writes from other processes, while serve holds the data: through the same
+        # service layer as the API's and /mcp's
+        with listening(graph, app.state.access):
             # uvicorn's records go to the process's logging (no config, no levels of its own);
             # no access lines: claimgraph.http logs each request
             uvicorn.run(
@@ -367,6 +369,7 @@ def serve(
             )
     finally:
         stop.set()
+        app.state.access.close()  # the runs it holds end
         duties.close()
         graph.close()
         if _TERMINATED.is_set():
@@ -388,19 +391,14 @@ def _terminate(signum: int, frame: Any) -> None:
     raise SystemExit(0)
 
 
-def _mount_mcp(app: Any, graph: Any, token_file: Any, host: str) -> None:
-    """MCP's streamable HTTP transport at /mcp, identities from the same token file."""
+def _mount_mcp(app: Any, host: str) -> None:
+    """MCP's streamable HTTP transport at /mcp, through the app's service layer (the same
+    token file, limits and runs)."""
     try:
-        from claimgraph.mcp.session import Identity
         from claimgraph.mcp.transports import mount
     except ImportError:  # the mcp extra is not installed: the API serves without it
         return
-
-    def identify(token: str | None) -> Identity | None:
-        p = token_file.principal(token)
-        return None if p is None else Identity(p.agent, p.tasks, p.roles, True, "token")
-
-    mount(app, graph, identify, host=host)
+    mount(app, host=host)
 
 
 def register(app: typer.Typer) -> None:

@@ -353,6 +353,8 @@ class GraphState:
                 conflict.blocked_runs.append(run)
             if run is not None and d["rules"] >= 2:
                 conflict.readers.add(reader_key(d["agent"], run))
+            elif run is None and d["rules"] >= 4:  # outside a run: once per (reader, conflict)
+                conflict.readers.add(reader_key(d["agent"], ""))
             if d["target"] not in ch.conflicts:
                 ch.conflicts.append(d["target"])
         self._mark_changed(before, version, ch)

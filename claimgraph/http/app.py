@@ -22,8 +22,9 @@ from claimgraph.http import commands, middleware, observe, queries, reads, revie
 from claimgraph.http.auth import TokenFile
 from claimgraph.http.context import Context
 from claimgraph.http.headers import SecurityHeaders
-from claimgraph.http.limits import HTTP_LIMITS, HttpLimits
 from claimgraph.http.thin import ThinReads
+from claimgraph.service.access import Access
+from claimgraph.service.limits import DEFAULT_LIMITS, Limits
 from claimgraph.service.port import GraphPort
 from claimgraph.service.signers import Signer
 
@@ -35,12 +36,16 @@ def create_app(
     tokens: TokenFile,
     *,
     signer: Signer | None = None,
-    limits: HttpLimits = HTTP_LIMITS,
+    limits: Limits = DEFAULT_LIMITS,
     ready_lag: float = 1.0,
     request_log: observe.RequestLog | None = None,
+    access: Access | None = None,
 ) -> FastAPI:
     """The HTTP API over ``graph`` (embedded or Kafka), authenticating with ``tokens``,
     within ``limits`` (what one request and one principal may cost; README: Limits).
+
+    ``access`` is the graph's service layer when other surfaces share it (``serve``'s
+    ``/mcp`` and writer socket); without one the app makes its own (``app.state.access``).
 
     ``/readyz`` answers 503 while the projection is more than ``ready_lag`` seconds behind
     the log; ``request_log`` gets one JSON-ready dict per request (:mod:`.observe`)."""
@@ -50,10 +55,13 @@ def create_app(
         description="A governed, event-sourced knowledge graph: every edge is a claim, "
         "every read is at a version. Authenticate with `Authorization: Bearer TOKEN`.",
     )
-    ctx = Context(graph, tokens, signer, limits)
+    if access is None:
+        access = Access(graph, tokens.principal, limits=limits, signer=signer)
+    ctx = Context(graph, tokens, signer, access.limits, access)
+    app.state.access = access
     app.state.thin = {"answered": 0}  # plain GET /v1/edge answered by the thin path
     app.add_middleware(ThinReads, context=ctx, stats=app.state.thin)  # first: inside the gate
-    middleware.install(app, tokens, limits)
+    middleware.install(app, access)
     observe.install(app, graph, ready_lag=ready_lag, log=request_log)  # outermost: sees all
     app.add_middleware(SecurityHeaders)  # outermost: every answer carries them
     app.state.context = ctx

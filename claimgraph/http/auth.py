@@ -13,6 +13,9 @@ A token file is JSON when its name ends in ``.json`` (what ``claimgraph serve`` 
        "sha256": "9f86d0..."}         # its SHA-256 hex digest (then the file holds no secret)
     ]}
 
+A token's :class:`~claimgraph.service.access.Principal` is the service layer's: every surface
+resolves its caller to one and calls the graph through it.
+
 A ``.json`` file that older versions wrote (JSON after ``#`` comment lines) is still read, and
 marked :attr:`TokenFile.legacy` so that its owner rewrites it as plain JSON
 (:mod:`claimgraph.http.tokens`).
@@ -28,14 +31,13 @@ import hmac
 import json
 import os
 import secrets
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from claimgraph.core.schema import Pattern
 from claimgraph.errors import ConfigError
+from claimgraph.service.access import ROLES, Principal
 
 __all__ = [
     "ROLES",
@@ -47,35 +49,10 @@ __all__ = [
     "write_token_file",
 ]
 
-ROLES = ("admin", "resolver")
-
 
 def token_digest(token: str) -> str:
     """The SHA-256 hex digest a token is looked up by."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who a token speaks for: an agent, the tasks it may act in, and its roles."""
-
-    agent: str
-    tasks: tuple[str, ...] = ("*",)
-    roles: frozenset[str] = frozenset()
-
-    def may_act_in(self, task: str) -> bool:
-        return any(Pattern.of(t).matches(task) for t in self.tasks)
-
-    @property
-    def admin(self) -> bool:
-        return "admin" in self.roles
-
-    @property
-    def resolver(self) -> bool:
-        return "resolver" in self.roles or self.admin
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"agent": self.agent, "tasks": list(self.tasks), "roles": sorted(self.roles)}
 
 
 class TokenFile:

@@ -19,6 +19,7 @@ from claimgraph.core.model import LIMITS
 from claimgraph.http.problems import PROBLEM
 from claimgraph.service.api import node
 from claimgraph.service.inputs import declared, now_millis
+from claimgraph.service.limits import RUN_EVENT_PAYLOAD
 
 __all__ = [
     "BATCH_ITEMS",
@@ -322,6 +323,7 @@ class EdgesIn(BaseModel):
     edges: list[EdgeRef] = Field(max_length=BATCH_PER_REQUEST)
     at: Version | None = Field(None, description="Read at this version (default: head).")
     timeout: float = Field(0.0, ge=0, le=30, description="Seconds to wait for `at`.")
+    run: Id | None = Field(None, description="Read in this run (as GET /v1/edge's run=).")
 
 
 class RunEventIn(BaseModel):

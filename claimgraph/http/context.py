@@ -1,4 +1,9 @@
-"""What every router of the HTTP API shares: the graph, the tokens, the limits, JSON views."""
+"""What every router of the HTTP API shares: the graph, its service layer, JSON views.
+
+A route authenticates (the bearer token) and maps errors; everything else — roles, task
+scope, limits, runs — is the service layer's (:class:`~claimgraph.service.access.Access`),
+which ``/mcp`` and the writer socket call too.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,12 @@ from typing import Any
 
 from fastapi import Request
 
-from claimgraph.core.model import LIMITS, Decision, Reason
-from claimgraph.errors import AuthError, ConfigError, InputError
+from claimgraph.core.model import LIMITS, Decision
+from claimgraph.errors import ConfigError, InputError
 from claimgraph.http.auth import Principal, TokenFile
-from claimgraph.http.limits import HTTP_LIMITS, HttpLimits, RunTally, Slots
+from claimgraph.service.access import Access, Scoped
 from claimgraph.service.api import Receipt
+from claimgraph.service.limits import DEFAULT_LIMITS, Limits, RunTally, Slots
 from claimgraph.service.port import GraphPort
 from claimgraph.service.reads import Browsable
 from claimgraph.service.signers import Signer
@@ -23,19 +29,28 @@ __all__ = ["Context", "browsable", "clean", "cursor_of", "decision_json", "key_o
 @dataclass(slots=True)
 class Context:
     """The app's one graph (embedded or Kafka, through the graph port), its identities, and
-    what each principal holds at once."""
+    its service layer (``access``: given, when other surfaces share it, or made here)."""
 
     graph: GraphPort
     tokens: TokenFile
     signer: Signer | None = None
-    limits: HttpLimits = HTTP_LIMITS
-    waits: Slots = field(init=False)
-    runs: RunTally = field(init=False)
+    limits: Limits = DEFAULT_LIMITS
+    access: Access = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
-        lim = self.limits
-        self.waits = Slots(lim.max_waits, lim.max_waits_total, "reads waiting", "--max-waits")
-        self.runs = RunTally(lim)
+        if self.access is None:
+            self.access = Access(
+                self.graph, self.tokens.principal, limits=self.limits, signer=self.signer
+            )
+        self.limits = self.access.limits
+
+    @property
+    def waits(self) -> Slots:
+        return self.access.waits
+
+    @property
+    def runs(self) -> RunTally:
+        return self.access.tally
 
     @staticmethod
     def bearer(request: Request) -> str | None:
@@ -45,11 +60,12 @@ class Context:
         return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
     def principal(self, request: Request) -> Principal:
-        """The caller's principal; 401 without a valid token (reads are not recorded)."""
-        p = self.tokens.principal(self.bearer(request))
-        if p is None:
-            raise AuthError(Reason.UNAUTHENTICATED.value, "a valid bearer token is needed", 401)
-        return p
+        """The caller's principal; 401 without a valid token (nothing is recorded)."""
+        return self.access.authenticate(self.bearer(request))
+
+    def scoped(self, request: Request) -> Scoped:
+        """The graph as the caller's principal may use it (401 without a valid token)."""
+        return self.access.of(self.principal(request))
 
 
 def clean(value: str, limit: int = LIMITS["id"]) -> str:

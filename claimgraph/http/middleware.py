@@ -29,12 +29,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from claimgraph.core.model import Reason
 from claimgraph.errors import ClaimgraphError, LimitError
-from claimgraph.http.auth import TokenFile
-from claimgraph.http.limits import HttpLimits, Slots
 from claimgraph.http.observe import AUTHORIZED, PRINCIPAL
 from claimgraph.http.problems import error_problem, problem
 from claimgraph.logconf import events
+from claimgraph.service.access import Access
 from claimgraph.service.bounded import too_deep
+from claimgraph.service.limits import Limits
 
 __all__ = ["UNGATED", "Gate", "GateStats", "install"]
 
@@ -55,13 +55,10 @@ class GateStats:
 class Gate:
     """ASGI middleware: bound each request's body and each principal's requests in flight."""
 
-    def __init__(
-        self, app: ASGIApp, tokens: TokenFile, limits: HttpLimits, requests: Slots, stats: GateStats
-    ) -> None:
+    def __init__(self, app: ASGIApp, access: Access, limits: Limits, stats: GateStats) -> None:
         self.app = app
-        self.tokens = tokens
+        self.access = access
         self.limits = limits
-        self.requests = requests
         self.stats = stats
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -84,14 +81,13 @@ class Gate:
             return
         auth = headers.get(b"authorization", b"")
         scheme, _, token = auth.decode("latin-1").partition(" ")
-        p = self.tokens.principal(token.strip() if scheme.lower() == "bearer" else None)
-        key, who = (p.agent, repr(p.agent)) if p is not None else ("", "unauthenticated callers")
+        p = self.access.lookup(token.strip() if scheme.lower() == "bearer" else None)
         scope[PRINCIPAL] = p.agent if p is not None else None  # for the request log
         scope[AUTHORIZED] = (auth, p)  # the thin path does not look the same header up again
         # no Content-Length (or 0) and no Transfer-Encoding: HTTP/1.1 has no body to bound
         bodiless = (declared is None or declared == b"0") and b"transfer-encoding" not in headers
         try:
-            with self.requests.hold(key, who):
+            with self.access.request(p):  # the service's count, the same for every surface
                 if bodiless:
                     await self.app(scope, receive, send)
                     return
@@ -217,18 +213,15 @@ class Bugs:
             await problem("internal", detail)(scope, receive, send)
 
 
-def install(app: FastAPI, tokens: TokenFile, limits: HttpLimits) -> None:
+def install(app: FastAPI, access: Access) -> None:
     """The gate in front of every route, and every error a route can raise as a problem.
 
-    ``app.state.requests`` (requests in flight per principal) and ``app.state.gate`` (what
-    the gate refused) are there for operators and tests to look at.
+    ``app.state.requests`` (requests in flight per principal: the service layer's count) and
+    ``app.state.gate`` (what the gate refused) are there for operators and tests to look at.
     """
-    # no total: the server's own worker pool is the total
-    app.state.requests = Slots(limits.max_requests, 1 << 30, "requests", "--max-requests")
+    app.state.requests = access.requests
     app.state.gate = GateStats()
-    app.add_middleware(
-        Gate, tokens=tokens, limits=limits, requests=app.state.requests, stats=app.state.gate
-    )
+    app.add_middleware(Gate, access=access, limits=access.limits, stats=app.state.gate)
 
     @app.exception_handler(ClaimgraphError)
     async def ours(request: Request, exc: ClaimgraphError) -> JSONResponse:

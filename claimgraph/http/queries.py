@@ -6,7 +6,7 @@ unknown edges met on the way come back in ``unknown`` with their conflict ids.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from claimgraph.core.model import LIMITS
 from claimgraph.http.bodies import PROBLEM_RESPONSES, AtQuery, TimeoutQuery
 from claimgraph.http.context import Context
+from claimgraph.http.reads import RunQuery
 from claimgraph.service.api import node
 from claimgraph.service.queries import QUERY_LIMITS
 
@@ -88,7 +89,6 @@ Types = Annotated[
 def router(ctx: Context) -> APIRouter:
     """The query routes over ``ctx.graph``."""
     r = APIRouter(tags=["reads"], responses=PROBLEM_RESPONSES)
-    graph = ctx.graph
 
     @r.get("/v1/paths")
     async def get_paths(
@@ -101,21 +101,20 @@ def router(ctx: Context) -> APIRouter:
         limit: Limit = 100,
         at: AtQuery = None,
         timeout: TimeoutQuery = 0.0,
+        run: RunQuery = None,
     ) -> PathsOut:
         """Simple paths from ``src`` to ``dst`` at a version, shortest first; a path through
         a quarantined edge is ``unknown`` and names its conflicts."""
-        ctx.principal(request)
+        scoped = ctx.scoped(request)
         s, d = node(src), node(dst)
+        kw: Any = {
+            "max_hops": max_hops, "edge_types": edge_type, "direction": direction, "limit": limit
+        }  # fmt: skip
         res = await run_in_threadpool(
-            lambda: graph.paths(
-                s,
-                d,
-                max_hops=max_hops,
-                edge_types=edge_type,
-                direction=direction,
-                limit=limit,
-                at=at,
-                timeout=timeout,
+            lambda: scoped.within(
+                run,
+                lambda r: r.paths(s, d, **kw),
+                lambda: scoped.paths(s, d, at=at, timeout=timeout, **kw),
             )
         )
         return PathsOut.model_validate(res.as_dict())
@@ -130,20 +129,20 @@ def router(ctx: Context) -> APIRouter:
         limit: Limit = 100,
         at: AtQuery = None,
         timeout: TimeoutQuery = 0.0,
+        run: RunQuery = None,
     ) -> ReachOut:
         """Every node within ``max_hops`` of ``node`` at a version, nearest first;
         ``certain: false`` when reached only through quarantined edges."""
-        ctx.principal(request)
+        scoped = ctx.scoped(request)
         n = node(node_)
+        kw: Any = {
+            "direction": direction, "max_hops": max_hops, "edge_types": edge_type, "limit": limit
+        }  # fmt: skip
         res = await run_in_threadpool(
-            lambda: graph.reach(
-                n,
-                direction=direction,
-                max_hops=max_hops,
-                edge_types=edge_type,
-                limit=limit,
-                at=at,
-                timeout=timeout,
+            lambda: scoped.within(
+                run,
+                lambda r: r.reach(n, **kw),
+                lambda: scoped.reach(n, at=at, timeout=timeout, **kw),
             )
         )
         return ReachOut.model_validate(res.as_dict())

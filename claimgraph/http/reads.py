@@ -1,26 +1,95 @@
-"""Reads over HTTP: every read at a version, through the graph port.
+"""Reads over HTTP: every read at a version, through the service layer.
 
 Reads run on the event loop: rows at a version at or below head never change, so a read needs
 no lock. Waiting for a version that has not arrived yet takes one of the principal's wait
 slots (``max_waits``; past it, 429 at once) and a thread of its own — never one of the
 workers that writes run on, and never the graph's lock — for at most ``max_wait`` seconds.
+
+The reads that can meet a quarantine (edge, edges, slot, neighbors, paths, reach) take
+``run``: a run the server holds for this principal (``POST /v1/runs``) serves them at its
+pinned version and traces them; any other run id is the client's own run (the SDK's), which
+reports its blocked reads itself. Without ``run`` a read is outside an explicit run: a
+quarantined slot it meets counts once per (principal, conflict).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from fastapi import APIRouter, Path, Query, Request
 
 from claimgraph.core.model import LIMITS
-from claimgraph.errors import LimitError, NotFoundError
-from claimgraph.http.auth import Principal
+from claimgraph.errors import InputError, NotFoundError
 from claimgraph.http.bodies import I64, PROBLEM_RESPONSES, AtQuery, EdgesIn, TimeoutQuery
 from claimgraph.http.context import Context, browsable, cursor_of, decision_json, key_of
+from claimgraph.service.access import Scoped
 from claimgraph.service.api import node
+from claimgraph.service.runs import Run
 
-__all__ = ["router"]
+__all__ = ["RunQuery", "router", "served"]
+
+T = TypeVar("T")
+RunQuery = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=LIMITS["id"],
+        description="Read in this run: one the server holds for you (POST /v1/runs), at its "
+        "pinned version and traced; or your own (the SDK's), which reports its blocked reads.",
+    ),
+]
+
+
+async def at_of(ctx: Context, scoped: Scoped, at: int | None, timeout: float) -> int:
+    """The version to read at: head, or ``at`` once applied (waiting in a wait slot)."""
+    graph = ctx.graph
+    if at is None:
+        return graph.head()
+    if at > graph.head():
+        timeout = min(timeout, ctx.access.limits.max_wait)
+        if timeout <= 0:
+            graph.wait_for(at, 0.0)  # raises VersionNotYetAvailable, or head just got there
+            return at
+        with scoped.waiting():
+            # a limiter of its own: the wait never takes a token of the pool writes use
+            await anyio.to_thread.run_sync(
+                graph.wait_for,
+                at,
+                timeout,
+                limiter=anyio.CapacityLimiter(1),
+            )
+    return at
+
+
+async def served(
+    ctx: Context,
+    scoped: Scoped,
+    run_id: str | None,
+    at: int | None,
+    timeout: float,
+    in_run: Callable[[Run], T],
+    at_version: Callable[[int], T],
+) -> T:
+    """A read in the run ``run_id`` names, or at a version outside any run (see the module);
+    a blocked read met outside a run is reported (off the event loop) before it answers."""
+    run = scoped.run_of(run_id) if run_id else None  # 403: another principal's run
+    if run is not None:
+        if at is not None and at != run.version:
+            raise InputError(
+                f"run {run.run_id!r} is pinned at version {run.version}: read it without at="
+            )
+        return in_run(run)
+    v = await at_of(ctx, scoped, at, timeout)
+    if run_id:
+        with scoped.in_client_run():
+            return at_version(v)
+    out = at_version(v)
+    if scoped.pending_reports():
+        await anyio.to_thread.run_sync(scoped.report_blocked)
+    return out
+
 
 IdQuery = Annotated[str, Query(min_length=1, max_length=LIMITS["id"])]
 CursorQuery = Annotated[
@@ -38,24 +107,6 @@ def router(ctx: Context) -> APIRouter:
     """The read routes over ``ctx.graph``."""
     r = APIRouter(tags=["reads"], responses=PROBLEM_RESPONSES)
     graph = ctx.graph
-
-    async def at_of(p: Principal, at: int | None, timeout: float) -> int:
-        if at is None:
-            return graph.head()
-        if at > graph.head():
-            timeout = min(timeout, ctx.limits.max_wait)
-            if timeout <= 0:
-                graph.wait_for(at, 0.0)  # raises VersionNotYetAvailable, or head just got there
-                return at
-            with ctx.waits.hold(p.agent, repr(p.agent)):
-                # a limiter of its own: the wait never takes a token of the pool writes use
-                await anyio.to_thread.run_sync(
-                    graph.wait_for,
-                    at,
-                    timeout,
-                    limiter=anyio.CapacityLimiter(1),
-                )
-        return at
 
     def with_claims(c: dict[str, Any], v: int) -> dict[str, Any]:
         out = dict(c)
@@ -76,7 +127,7 @@ def router(ctx: Context) -> APIRouter:
     ) -> dict[str, Any]:
         """Wait until ``version`` is applied (read-your-writes); 409 if it did not arrive."""
         p = ctx.principal(request)
-        await at_of(p, version, timeout)
+        await at_of(ctx, ctx.access.of(p), version, timeout)
         return {"graph": graph.name, "head": graph.head()}
 
     @r.get("/v1/whoami")
@@ -92,28 +143,31 @@ def router(ctx: Context) -> APIRouter:
         object: IdQuery,
         at: AtQuery = None,
         timeout: TimeoutQuery = 0.0,
+        run: RunQuery = None,
     ) -> dict[str, Any]:
         """One edge at a version: present, absent or unknown (with the conflict id)."""
-        p = ctx.principal(request)
+        scoped = ctx.scoped(request)
         s, o = node(subject), node(object)
-        v = await at_of(p, at, timeout)
-        return graph.edge(edge_type, s, o, at=v).as_dict()
+        e = await served(
+            ctx, scoped, run, at, timeout,
+            lambda r: r.edge(edge_type, s, o),
+            lambda v: scoped.edge(edge_type, s, o, at=v),
+        )  # fmt: skip
+        return e.as_dict()
 
     @r.post("/v1/read/edges")
     async def read_edges(request: Request, body: EdgesIn) -> dict[str, Any]:
         """Several edges at one version (head by default), in order: one answer each, as
         ``GET /v1/edge`` gives it. At most ``max_batch`` edges (``serve --max-batch``)."""
-        p = ctx.principal(request)
-        if len(body.edges) > ctx.limits.max_batch:
-            raise LimitError(
-                "too_large",
-                "--max-batch",
-                f"{len(body.edges)} edges in one request; at most {ctx.limits.max_batch}",
-            )
-        wanted = [(e.edge_type, node(e.subject), node(e.object)) for e in body.edges]
-        v = await at_of(p, body.at, body.timeout)
-        edge = graph.edge
-        return {"version": v, "edges": [edge(t, s, o, at=v).as_dict() for t, s, o in wanted]}
+        scoped = ctx.scoped(request)
+        wanted: Any = [(e.edge_type, node(e.subject), node(e.object)) for e in body.edges]
+        scoped.bound(len(wanted), "edges")  # 413 before any wait, nothing read
+        out = await served(
+            ctx, scoped, body.run, body.at, body.timeout,
+            lambda r: (r.version, r.read_edges(wanted)),
+            lambda v: (v, scoped.read_edges(wanted, at=v)),
+        )  # fmt: skip
+        return {"version": out[0], "edges": [e.as_dict() for e in out[1]]}
 
     @r.get("/v1/slot")
     async def get_slot(
@@ -123,12 +177,17 @@ def router(ctx: Context) -> APIRouter:
         direction: Literal["out", "in"] = "out",
         at: AtQuery = None,
         timeout: TimeoutQuery = 0.0,
+        run: RunQuery = None,
     ) -> dict[str, Any]:
         """What an exclusive slot holds at a version."""
-        p = ctx.principal(request)
+        scoped = ctx.scoped(request)
         n = node(node_)
-        v = await at_of(p, at, timeout)
-        return graph.slot(edge_type, n, direction=direction, at=v).as_dict()
+        v = await served(
+            ctx, scoped, run, at, timeout,
+            lambda r: r.slot(edge_type, n, direction=direction),
+            lambda v: scoped.slot(edge_type, n, direction=direction, at=v),
+        )  # fmt: skip
+        return v.as_dict()
 
     @r.get("/v1/neighbors")
     async def get_neighbors(
@@ -143,24 +202,29 @@ def router(ctx: Context) -> APIRouter:
         writer: Annotated[str | None, Query(max_length=LIMITS["id"])] = None,
         asserted_after: Annotated[int | None, Query(ge=0, le=I64)] = None,
         asserted_before: Annotated[int | None, Query(ge=0, le=I64)] = None,
+        run: RunQuery = None,
     ) -> dict[str, Any]:
         """A node's neighbours at a version; filters keep an edge when one of its claims has
         at least ``min_confidence``, is ``writer``'s, or was asserted after / before a time
         (epoch milliseconds, exclusive)."""
-        p = ctx.principal(request)
+        scoped = ctx.scoped(request)
         n = node(node_)
-        v = await at_of(p, at, timeout)
-        ns = graph.neighbors(
-            n,
-            edge_type=edge_type,
-            direction=direction,
-            include_absent=include_absent,
-            at=v,
-            min_confidence=min_confidence,
-            writer=writer,
-            asserted_after=asserted_after,
-            asserted_before=asserted_before,
-        )
+        filters: dict[str, Any] = {
+            "min_confidence": min_confidence, "writer": writer,
+            "asserted_after": asserted_after, "asserted_before": asserted_before,
+        }  # fmt: skip
+        filters = {k: x for k, x in filters.items() if x is not None}
+        v, ns = await served(
+            ctx, scoped, run, at, timeout,
+            lambda r: (r.version, r.neighbors(
+                n, edge_type=edge_type, direction=direction, include_absent=include_absent,
+                **filters,
+            )),
+            lambda v: (v, scoped.neighbors(
+                n, edge_type=edge_type, direction=direction, include_absent=include_absent,
+                at=v, **filters,
+            )),
+        )  # fmt: skip
         return {"version": v, "neighbors": [x.as_dict() for x in ns]}
 
     @r.get("/v1/history")
@@ -175,7 +239,7 @@ def router(ctx: Context) -> APIRouter:
         """Every decision that touched an edge, up to a version."""
         p = ctx.principal(request)
         s, o = node(subject), node(object)
-        v = await at_of(p, at, timeout)
+        v = await at_of(ctx, ctx.access.of(p), at, timeout)
         return {"version": v, "history": graph.history(edge_type, s, o, at=v)}
 
     @r.get("/v1/quarantine")
@@ -194,7 +258,7 @@ def router(ctx: Context) -> APIRouter:
         (default 20) matching ``q`` (id, edge type, slot nodes, claim ids, writers):
         ``next_cursor`` is set, and ``truncated`` true, whenever more may follow."""
         p = ctx.principal(request)
-        v = await at_of(p, at, timeout)
+        v = await at_of(ctx, ctx.access.of(p), at, timeout)
         if limit is None and cursor is None and not q:
             cs = graph.quarantine(at=v, include_closed=include_closed)
             return {"version": v, "conflicts": [with_claims(c, v) for c in cs]}
@@ -217,14 +281,14 @@ def router(ctx: Context) -> APIRouter:
         evidence payload: the claims side by side with owners, confidence, calibrated accuracy,
         evidence and the versions each writer read; signals, votes, fallback, recommendation."""
         p = ctx.principal(request)
-        v = await at_of(p, at, 0.0)
+        v = await at_of(ctx, ctx.access.of(p), at, 0.0)
         return {"version": v, "escalations": graph.escalations(at=v, include_open=include_open)}
 
     @r.get("/v1/escalations/{conflict_id}")
     async def get_escalation(request: Request, conflict_id: str, at: AtQuery = None) -> Any:
         """One conflict's self-contained escalation payload, at a version."""
         p = ctx.principal(request)
-        v = await at_of(p, at, 0.0)
+        v = await at_of(ctx, ctx.access.of(p), at, 0.0)
         payload = graph.escalation(conflict_id, at=v)
         if payload is None:
             raise NotFoundError(f"no conflict {conflict_id[:80]!r} at version {v}")
@@ -236,7 +300,7 @@ def router(ctx: Context) -> APIRouter:
     ) -> dict[str, Any]:
         """Each writer's resolved-conflict record for an edge type (wins, losses)."""
         p = ctx.principal(request)
-        v = await at_of(p, at, 0.0)
+        v = await at_of(ctx, ctx.access.of(p), at, 0.0)
         record = graph.calibration(edge_type, at=v)
         return {"version": v, "edge_type": edge_type, "record": record}
 
@@ -244,7 +308,7 @@ def router(ctx: Context) -> APIRouter:
     async def get_claim(request: Request, claim_id: str, at: AtQuery = None) -> Any:
         """A claim's record and status at a version."""
         p = ctx.principal(request)
-        v = await at_of(p, at, 0.0)
+        v = await at_of(ctx, ctx.access.of(p), at, 0.0)
         info = graph.claim_info(claim_id, at=v)
         if info is None:
             raise NotFoundError(f"no claim {claim_id[:80]!r} at version {v}")
@@ -254,7 +318,7 @@ def router(ctx: Context) -> APIRouter:
     async def get_conflict(request: Request, conflict_id: str, at: AtQuery = None) -> Any:
         """A conflict at a version, with its claims' full evidence."""
         p = ctx.principal(request)
-        v = await at_of(p, at, 0.0)
+        v = await at_of(ctx, ctx.access.of(p), at, 0.0)
         c = graph.conflict(conflict_id, at=v)
         if c is None:
             raise NotFoundError(f"no conflict {conflict_id[:80]!r} at version {v}")
@@ -264,7 +328,7 @@ def router(ctx: Context) -> APIRouter:
     async def get_schema(request: Request, at: AtQuery = None) -> Any:
         """The graph schema in force at a version."""
         p = ctx.principal(request)
-        v = await at_of(p, at, 0.0)
+        v = await at_of(ctx, ctx.access.of(p), at, 0.0)
         row = graph.schema_info(at=v)
         if row is None:
             raise NotFoundError(f"no schema is in force at version {v}")
@@ -282,7 +346,7 @@ def router(ctx: Context) -> APIRouter:
         after ``cursor``, matching ``q`` (edge type, subject, object): ``next_cursor`` is set,
         and ``truncated`` true, whenever more may follow."""
         p = ctx.principal(request)
-        v = await at_of(p, at, 0.0)
+        v = await at_of(ctx, ctx.access.of(p), at, 0.0)
         page = browsable(graph).edges_page(at=v, after=key_of(cursor), q=q, limit=limit)
         return {
             "version": v,

@@ -1,26 +1,53 @@
-"""Runs over HTTP: clients append their runs' traces; anyone with a token lists and replays."""
+"""Runs over HTTP: runs the server holds (handles), clients' traces, lists and replays.
+
+``POST /v1/runs`` starts a run the server holds and answers its handle (``run_id``); reads
+that name it (``run=RUN_ID``) are served at its pinned version and traced in it, and
+``POST /v1/runs/{run_id}/end`` ends it — from any request of the principal that started it,
+and only of that principal (the service layer's runs: the same ones MCP's ``start_run``
+starts). A client that keeps its own run (the SDK) appends its trace with
+``POST /v1/runs/events``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
 
-from claimgraph.core.model import Reason
-from claimgraph.errors import AuthError, InputError, LimitError, RunNotFound
-from claimgraph.http.bodies import PROBLEM_RESPONSES, RUN_EVENT_PAYLOAD, RunEventsIn
-from claimgraph.http.context import Context, clean
-from claimgraph.http.limits import HttpLimits
-from claimgraph.service.bounded import InputLimits, loads
-from claimgraph.service.runs import hold_remote_pins
-from claimgraph.service.traces import check_event, encode_events
+from claimgraph.errors import RunNotFound
+from claimgraph.http.bodies import PROBLEM_RESPONSES, STRICT, Id, RunEventsIn
+from claimgraph.http.context import Context
+from claimgraph.service.access import STATUS
+from claimgraph.service.runs import Run
 
-__all__ = ["router"]
+__all__ = ["RunEndIn", "RunStartIn", "router", "run_json"]
 
 
-def _payload_limits(lim: HttpLimits) -> InputLimits:
-    """A payload is JSON text inside the body: parsed with the body's nesting bound."""
-    return InputLimits(max_line=4 * RUN_EVENT_PAYLOAD, max_depth=lim.max_depth)
+class RunStartIn(BaseModel):
+    """A run to start: its task (default: the token's one literal task) and, to read one
+    version with other runs, a snapshot id."""
+
+    model_config = STRICT
+    task: str | None = Field(None, max_length=256)
+    snapshot_id: Id | None = None
+
+
+class RunEndIn(BaseModel):
+    model_config = STRICT
+    status: str = Field("ok", max_length=STATUS, description="How the work ended.")
+
+
+def run_json(r: Run, head: int) -> dict[str, Any]:
+    """A run held by the server, as its handle's answer."""
+    return {
+        "run_id": r.run_id,
+        "agent": r.agent,
+        "task": r.task,
+        "pinned_version": r.version,
+        "snapshot_id": r.snapshot_id,
+        "head": head,
+    }
 
 
 def router(ctx: Context) -> APIRouter:
@@ -37,35 +64,25 @@ def router(ctx: Context) -> APIRouter:
         most ``max_pins`` live pins. Past a bound the whole request is refused (413/429) and
         nothing of it is appended or pinned.
         """
-        p = ctx.principal(request)
-        lim = ctx.limits
-        if len(body.events) > lim.max_run_events:
-            raise LimitError(
-                "too_large",
-                "--max-run-events",
-                f"{len(body.events)} trace events in one request; at most {lim.max_run_events}",
-            )
-        events = []
-        for e in body.events:
-            if e.agent is not None and e.agent != p.agent:
-                raise AuthError(
-                    Reason.AGENT_MISMATCH.value,
-                    f"the token belongs to {p.agent!r}, not to {clean(e.agent, 80)!r}",
-                )
-            ev = e.model_dump()
-            ev.update(graph=graph.name, agent=p.agent)
-            loads(ev["payload"].encode("utf-8", "surrogatepass"), _payload_limits(lim))
-            check_event(ev)
-            events.append(ev)
-        try:
-            encode_events(events)
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"cannot encode the events: {exc}") from None
-        ctx.runs.charge(p.agent, events)
-        # pins first: a start at a pruned version, or past max_pins, fails the request whole
-        hold_remote_pins(graph, events, p.agent, lim.max_pins)
-        graph.append_run_events(events)
-        return {"appended": len(events)}
+        scoped = ctx.scoped(request)
+        return {"appended": scoped.append_client_events([e.model_dump() for e in body.events])}
+
+    @r.post("/v1/runs")
+    def start_run(request: Request, body: RunStartIn) -> dict[str, Any]:
+        """Start a run the server holds, pinned at head (or at ``snapshot_id``'s version): its
+        ``run_id`` is the handle reads (``run=``) and ``/end`` name. A task the token may not
+        act in is refused (403, recorded); past ``max_pins`` live runs, 429."""
+        scoped = ctx.scoped(request)
+        run = scoped.start_run(body.task, body.snapshot_id)
+        return run_json(run, graph.head())
+
+    @r.post("/v1/runs/{run_id}/end")
+    def end_run(request: Request, run_id: str, body: RunEndIn) -> dict[str, Any]:
+        """End a run the server holds (only its principal may): its blocked reads are
+        reported, its trace closed, its pin released."""
+        scoped = ctx.scoped(request)
+        run = scoped.end_run(run_id, body.status)
+        return {"ended": run.run_id, "pinned_version": run.version, "status": body.status}
 
     @r.get("/v1/runs")
     def get_runs(request: Request) -> dict[str, Any]:

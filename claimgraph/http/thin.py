@@ -4,7 +4,8 @@ Routing, dependency resolution and validation cost several times the read itself
 layer sits inside the gate (body bounds, requests in flight per principal) and whatever
 middleware wraps the app (metrics, logs), and answers only the plain request: a known bearer
 token, the three parameters once each and within bounds, ``at`` as plain digits at or below
-head (or absent), no ``timeout``. Everything else — a missing or unknown token, a bad or
+head (or absent), no ``timeout`` or ``run``, and an edge that is not unknown (a blocked read
+is the service layer's to count). Everything else — a missing or unknown token, a bad or
 repeated parameter, a version to wait for — goes on to the FastAPI route, which answers it
 (and its errors) as always. Errors of the read itself are mapped by the same
 :func:`~claimgraph.http.problems.error_problem` the app's handler uses. Tests hold the two
@@ -22,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from claimgraph.core.commands import I64
 from claimgraph.core.model import LIMITS
-from claimgraph.errors import ClaimgraphError
+from claimgraph.errors import ClaimgraphError, UnknownSlotError
 from claimgraph.http.context import Context
 from claimgraph.http.observe import AUTHORIZED, _flat
 from claimgraph.http.problems import error_problem, problem
@@ -106,7 +107,7 @@ class ThinReads:
         if token is None:
             return None
         seen = scope.get(AUTHORIZED)  # the gate's lookup of this same header, if it made one
-        p = seen[1] if seen is not None and seen[0] == value else ctx.tokens.principal(token)
+        p = seen[1] if seen is not None and seen[0] == value else ctx.access.lookup(token)
         if p is None:
             return None
         q = _query(scope["query_string"])
@@ -130,5 +131,11 @@ class ThinReads:
             at = int(raw_at)
             if not -1 <= at <= min(graph.head(), I64):
                 return None  # a version to wait for, or out of range: the route answers
-        view: Any = graph.edge(et, s, o, at=at).as_dict()
+        try:
+            e = graph.edge(et, s, o, at=at)
+        except UnknownSlotError:
+            return None  # a halted read is a blocked read too
+        if e.state == "unknown":
+            return None  # a blocked read: the route counts it (the service layer's rule)
+        view: Any = e.as_dict()
         return _ENCODE(view).encode("utf-8")

@@ -9,6 +9,12 @@ the command catalogue (:mod:`claimgraph.core.commands`).
 A tool never takes an identity: ``session_of(ctx)`` finds the caller's
 :class:`~claimgraph.mcp.session.AgentSession` from the transport. The graph work of a call runs
 in a worker thread, so a slow read never blocks the event loop serving other sessions.
+
+Arguments are strict, as at every ingress: a number is a JSON number (``"0.5"`` and ``true``
+are not confidences), an integer is not a float; their bounds are the command catalogue's
+(:func:`~claimgraph.service.inputs.declared`), and the service layer checks every command
+against its declared domain again. An error of ours is a tool error whose text begins with
+its reason code (``too_large: ...``, ``too_many: ...``, ``invalid_field: ...``).
 """
 
 from __future__ import annotations
@@ -20,11 +26,25 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import anyio.to_thread
 from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field
 
 from claimgraph import __version__
 from claimgraph.core.commands import COMMANDS
+from claimgraph.core.model import LIMITS
+from claimgraph.errors import (
+    AuthError,
+    ClaimgraphError,
+    DecodeError,
+    InputError,
+    LimitError,
+    NotFoundError,
+    UnknownSlotError,
+    VersionError,
+)
 from claimgraph.mcp.session import AgentSession
+from claimgraph.service.access import STATUS
+from claimgraph.service.inputs import declared
 from claimgraph.service.queries import QUERY_LIMITS
 
 __all__ = [
@@ -35,6 +55,7 @@ __all__ = [
     "EdgeItem",
     "SessionOf",
     "build_server",
+    "reason_of",
 ]
 
 SessionOf = Callable[[Context[Any, Any, Any]], AgentSession]
@@ -42,29 +63,72 @@ T = TypeVar("T")
 
 INSTRUCTIONS = (
     "claimgraph is a shared, governed knowledge graph: every edge is a claim some agent made, "
-    "and a governor decides each write. You work inside a run pinned to one graph version: "
-    "every read answers as of that version (present, absent or unknown) and is recorded. "
-    "'unknown' means writers disagree and the edge is quarantined: never guess its value; "
-    "look at conflicts_near, escalate_conflict if it blocks you, or start_run later. Your "
-    "identity comes from the connection; you cannot act as another agent."
+    "and a governor decides each write. Every read answers as of one graph version (present, "
+    "absent or unknown) and says which; pass that version to a write as based_on_version. "
+    "To read one version throughout and have your reads and writes traced, call start_run and "
+    "pass its run_id to later calls; end_run when done. 'unknown' means writers disagree and "
+    "the edge is quarantined: never guess its value; look at conflicts_near, "
+    "escalate_conflict if it blocks you, or read again later. Your identity comes from the "
+    "connection; you cannot act as another agent."
 )
 
-Node = Annotated[str, Field(description="A node as 'type:id', e.g. 'service:checkout'.")]
-EdgeType = Annotated[str, Field(description="An edge type the graph schema defines.")]
+_ID = LIMITS["id"]
+Node = Annotated[
+    str,
+    Field(
+        strict=True,
+        max_length=2 * _ID + 1,
+        description="A node as 'type:id', e.g. 'service:checkout'.",
+    ),
+]
+EdgeType = Annotated[
+    str, Field(strict=True, max_length=_ID, description="An edge type the graph schema defines.")
+]
 At = Annotated[
     int | None,
-    Field(description="Read at this version instead of the run's pinned one (rarely needed)."),
+    Field(
+        strict=True,
+        ge=-1,
+        le=2**63 - 1,
+        description="Read at this version instead of the run's pinned one (or head).",
+    ),
+]
+RunId = Annotated[
+    str | None,
+    Field(
+        strict=True,
+        max_length=_ID,
+        description="Work in this run (the run_id start_run returned; any session of yours). "
+        "Default: the run this session started, if any; else no run (reads at head).",
+    ),
+]
+Based = Annotated[
+    int | None,
+    Field(
+        strict=True,
+        ge=-1,
+        le=2**63 - 1,
+        description="The version your claim is based on (the 'version' of the read you "
+        "acted on). In a run: its pinned version unless given.",
+    ),
 ]
 Confidence = Annotated[
-    float, Field(ge=0.0, le=1.0, description="How sure you are, 0..1 (be calibrated).")
+    float,
+    declared("claim", "confidence", description="How sure you are, 0..1 (be calibrated)."),
 ]
 Evidence = Annotated[
-    list[str] | None,
-    Field(description="Where this comes from: data sources, ticket or log ids, URLs."),
+    list[Annotated[str, Field(strict=True, max_length=LIMITS["evidence_item"])]] | None,
+    Field(
+        max_length=LIMITS["evidence_items"],
+        description="Where this comes from: data sources, ticket or log ids, URLs.",
+    ),
 ]
-Reasoning = Annotated[str, Field(description="Why you claim this, in a sentence or two.")]
+Reasoning = Annotated[
+    str, declared("claim", "reasoning", description="Why you claim this, in a sentence or two.")
+]
 Hops = Annotated[
-    int, Field(ge=1, le=QUERY_LIMITS["max_hops"], description="At most this many edges.")
+    int,
+    Field(strict=True, ge=1, le=QUERY_LIMITS["max_hops"], description="At most this many edges."),
 ]
 EdgeTypes = Annotated[
     list[str] | None, Field(description="Follow only these edge types (default: all).")
@@ -78,7 +142,7 @@ MAX_READ_EDGES = 100  # edges per read_edges call
 class EdgeItem(BaseModel):
     """One edge of a read_edges call."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     edge_type: EdgeType
     subject: Node
     object: Node
@@ -87,7 +151,7 @@ class EdgeItem(BaseModel):
 class ClaimItem(BaseModel):
     """One claim of a write_claims call."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     polarity: Literal["assert", "deny"] = Field(
         "assert", description="assert: the edge holds; deny: it does not."
     )
@@ -95,11 +159,13 @@ class ClaimItem(BaseModel):
     subject: Node
     object: Node
     confidence: Confidence = 1.0
-    evidence: list[str] = Field(
+    evidence: list[Annotated[str, Field(max_length=LIMITS["evidence_item"])]] = Field(
         default_factory=list,
+        max_length=LIMITS["evidence_items"],
         description="Where this comes from: data sources, ticket or log ids, URLs.",
     )
     reasoning: Reasoning = ""
+    based_on_version: Based = None
 
 
 def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings: Any) -> FastMCP:
@@ -110,50 +176,75 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
 
     async def call(ctx: Context[Any, Any, Any], fn: Callable[..., T], *args: Any) -> T:
         s = session_of(ctx)
-        return await anyio.to_thread.run_sync(partial(fn, s, *args))
+        try:
+            return await anyio.to_thread.run_sync(partial(_counted, s, fn, *args))
+        except ClaimgraphError as exc:  # mapped to MCP's vocabulary: a tool error, reason first
+            raise ToolError(f"{reason_of(exc)}: {exc}") from None
 
     # -- runs --------------------------------------------------------------------------------
 
     @mcp.tool()
-    async def run_info(ctx: Context[Any, Any, Any]) -> dict[str, Any]:
-        """Your current run: its id, the version your reads are pinned to, the newest version
-        (head) and the snapshot id other agents can join. Starts a run if none is open."""
-        return await call(ctx, AgentSession.run_info)
+    async def run_info(ctx: Context[Any, Any, Any], run_id: RunId = None) -> dict[str, Any]:
+        """Your run (run_id's, or the one this session started): its id, the version your
+        reads are pinned to, the newest version (head) and the snapshot id other agents can
+        join. Without a run, says so: reads are then served at head."""
+        return await call(ctx, AgentSession.run_info, run_id)
 
     @mcp.tool()
     async def start_run(
         ctx: Context[Any, Any, Any],
         task: Annotated[
-            str | None, Field(description="The task to act in (default: this session's).")
+            str | None,
+            Field(
+                strict=True,
+                max_length=_ID,
+                description="The task to act in (default: this session's, or your one task).",
+            ),
         ] = None,
         snapshot_id: Annotated[
             str | None,
-            Field(description="Join another run's snapshot (same pinned version) by its id."),
+            Field(
+                strict=True,
+                max_length=_ID,
+                description="Join another run's snapshot (same pinned version) by its id.",
+            ),
         ] = None,
     ) -> dict[str, Any]:
-        """End your current run and start a fresh one, pinned at the newest version (or at a
-        shared snapshot). Do this to see writes made since your run began."""
+        """Start a run pinned at the newest version (or at a shared snapshot): every read in
+        it answers as of that version and is traced. Returns its run_id: pass it to later
+        calls (from any session). Ends the run this session started before, if any."""
         return await call(ctx, AgentSession.start_run, task, snapshot_id)
 
     @mcp.tool()
     async def end_run(
         ctx: Context[Any, Any, Any],
-        status: Annotated[str, Field(description="How the work ended, e.g. ok or failed.")] = "ok",
+        status: Annotated[
+            str,
+            Field(
+                strict=True, max_length=STATUS, description="How the work ended, e.g. ok or failed."
+            ),
+        ] = "ok",
+        run_id: RunId = None,
     ) -> dict[str, Any]:
-        """End your run (its trace is closed and can be replayed). The next call starts a new
-        run at the newest version."""
-        return await call(ctx, AgentSession.end_run, status)
+        """End your run (run_id's, or the one this session started): its trace is closed and
+        can be replayed, its pinned version released."""
+        return await call(ctx, AgentSession.end_run, status, run_id)
 
     # -- reads -------------------------------------------------------------------------------
 
     @mcp.tool()
     async def read_edge(
-        ctx: Context[Any, Any, Any], edge_type: EdgeType, subject: Node, object: Node, at: At = None
+        ctx: Context[Any, Any, Any],
+        edge_type: EdgeType,
+        subject: Node,
+        object: Node,
+        at: At = None,
+        run_id: RunId = None,
     ) -> dict[str, Any]:
-        """Does edge_type(subject -> object) hold? Answers present, absent or unknown at your
-        run's pinned version. unknown comes with a conflict_id: writers disagree and the
-        edge is quarantined — do not guess its value."""
-        return await call(ctx, AgentSession.read_edge, edge_type, subject, object, at)
+        """Does edge_type(subject -> object) hold? Answers present, absent or unknown, with
+        the version it was read at (your run's pinned one, or head). unknown comes with a
+        conflict_id: writers disagree and the edge is quarantined — do not guess its value."""
+        return await call(ctx, AgentSession.read_edge, edge_type, subject, object, at, run_id)
 
     @mcp.tool()
     async def read_edges(
@@ -167,12 +258,13 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
             ),
         ],
         at: At = None,
+        run_id: RunId = None,
     ) -> dict[str, Any]:
         """Several read_edge questions in one call, all at the same version (your run's
-        pinned one): one answer per edge, in order, each as read_edge gives it (present,
-        absent or unknown with a conflict_id — never guess an unknown edge's value)."""
+        pinned one, or head): one answer per edge, in order, each as read_edge gives it
+        (present, absent or unknown with a conflict_id — never guess an unknown edge's value)."""
         items = [e.model_dump() for e in edges]
-        return await call(ctx, AgentSession.read_edges, items, at)
+        return await call(ctx, AgentSession.read_edges, items, at, run_id)
 
     @mcp.tool()
     async def read_slot(
@@ -184,10 +276,11 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
             Field(description="out: what node points to; in: what points to node."),
         ] = "out",
         at: At = None,
+        run_id: RunId = None,
     ) -> dict[str, Any]:
         """What an exclusive slot holds (e.g. the one environment a service deploys to):
         present with the nodes it holds, absent (empty) or unknown (quarantined)."""
-        return await call(ctx, AgentSession.read_slot, edge_type, node, direction, at)
+        return await call(ctx, AgentSession.read_slot, edge_type, node, direction, at, run_id)
 
     @mcp.tool()
     async def neighbors(
@@ -196,24 +289,26 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
         edge_type: Annotated[str | None, Field(description="Only this edge type.")] = None,
         direction: Annotated[Literal["out", "in"], Field(description="out or in.")] = "out",
         min_confidence: Annotated[
-            float | None, Field(ge=0, le=1, description="Only edges with a claim this sure.")
+            float | None,
+            Field(strict=True, ge=0, le=1, description="Only edges with a claim this sure."),
         ] = None,
         writer: Annotated[
-            str | None, Field(description="Only edges claimed by this agent.")
+            str | None, Field(strict=True, description="Only edges claimed by this agent.")
         ] = None,
         asserted_after: Annotated[
-            int | None, Field(description="Only claims asserted after (epoch ms).")
+            int | None, Field(strict=True, description="Only claims asserted after (epoch ms).")
         ] = None,
         asserted_before: Annotated[
-            int | None, Field(description="Only claims asserted before (epoch ms).")
+            int | None, Field(strict=True, description="Only claims asserted before (epoch ms).")
         ] = None,
         at: At = None,
+        run_id: RunId = None,
     ) -> dict[str, Any]:
-        """A node's edges at your pinned version (present and unknown ones), optionally
-        filtered by who claimed them, how confidently and when."""
+        """A node's edges at your pinned version, or head (present and unknown ones),
+        optionally filtered by who claimed them, how confidently and when."""
         return await call(
             ctx, AgentSession.neighbors, node, edge_type, direction, min_confidence, writer,
-            asserted_after, asserted_before, at,
+            asserted_after, asserted_before, at, run_id,
         )  # fmt: skip
 
     @mcp.tool()
@@ -227,12 +322,13 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
             Literal["out", "in", "both"], Field(description="Walk edges forward, back or both.")
         ] = "out",
         at: At = None,
+        run_id: RunId = None,
     ) -> dict[str, Any]:
         """Paths from src to dst of at most max_hops edges, shortest first. A path through a
         quarantined edge is 'unknown' and names its conflicts; 'unknown' lists every
         quarantined edge met."""
         return await call(
-            ctx, AgentSession.find_paths, src, dst, max_hops, edge_types, direction, at
+            ctx, AgentSession.find_paths, src, dst, max_hops, edge_types, direction, at, run_id
         )
 
     @mcp.tool()
@@ -245,22 +341,27 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
         max_hops: Hops = 2,
         edge_types: EdgeTypes = None,
         at: At = None,
+        run_id: RunId = None,
     ) -> dict[str, Any]:
         """Every node within max_hops of node, nearest first (e.g. what a service depends on,
         transitively). certain: false means reached only through quarantined edges."""
-        return await call(ctx, AgentSession.reach, node, direction, max_hops, edge_types, at)
+        return await call(
+            ctx, AgentSession.reach, node, direction, max_hops, edge_types, at, run_id
+        )
 
     @mcp.tool()
     async def conflicts_near(
         ctx: Context[Any, Any, Any],
         node: Node,
         include_escalated: Annotated[
-            bool, Field(description="Also list conflicts already escalated to a person.")
+            bool,
+            Field(strict=True, description="Also list conflicts already escalated to a person."),
         ] = True,
+        run_id: RunId = None,
     ) -> dict[str, Any]:
         """Open conflicts (quarantined or escalated) whose claims touch node, with every
         claim side by side: owner, confidence, evidence, reasoning."""
-        return await call(ctx, AgentSession.conflicts_near, node, include_escalated)
+        return await call(ctx, AgentSession.conflicts_near, node, include_escalated, run_id)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -268,7 +369,8 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
 
     assert_doc = (
         f"{claim_doc} This asserts edge_type(subject -> object) holds, based on your run's "
-        "pinned version. The answer is the governor's decision: accepted, quarantined "
+        "pinned version (or on based_on_version: the version of the read you acted on). The "
+        "answer is the governor's decision: accepted, quarantined "
         "(another writer disagrees), or rejected with a reason."
     )
 
@@ -281,10 +383,12 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
         confidence: Confidence = 1.0,
         evidence: Evidence = None,
         reasoning: Reasoning = "",
+        based_on_version: Based = None,
+        run_id: RunId = None,
     ) -> dict[str, Any]:
         return await call(
             ctx, AgentSession.claim, "assert", edge_type, subject, object, confidence,
-            evidence or [], reasoning,
+            evidence or [], reasoning, based_on_version, run_id,
         )  # fmt: skip
 
     deny_doc = (
@@ -301,10 +405,12 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
         confidence: Confidence = 1.0,
         evidence: Evidence = None,
         reasoning: Reasoning = "",
+        based_on_version: Based = None,
+        run_id: RunId = None,
     ) -> dict[str, Any]:
         return await call(
             ctx, AgentSession.claim, "deny", edge_type, subject, object, confidence,
-            evidence or [], reasoning,
+            evidence or [], reasoning, based_on_version, run_id,
         )  # fmt: skip
 
     @mcp.tool(
@@ -318,17 +424,23 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
             list[ClaimItem],
             Field(max_length=MAX_WRITE_CLAIMS, description="The claims, in order."),
         ],
+        run_id: RunId = None,
     ) -> dict[str, Any]:
         items = [c.model_dump() for c in claims]
-        return await call(ctx, AgentSession.write_claims, items)
+        return await call(ctx, AgentSession.write_claims, items, run_id)
 
     @mcp.tool(description=COMMANDS["retract"].summary + " Only your own claims.")
     async def retract_claim(
         ctx: Context[Any, Any, Any],
-        claim_id: Annotated[str, Field(description="The claim_id a write returned.")],
-        reason: Annotated[str, Field(description="Why you withdraw it.")] = "",
+        claim_id: Annotated[
+            str, Field(strict=True, max_length=_ID, description="The claim_id a write returned.")
+        ],
+        reason: Annotated[
+            str, declared("retract", "reason", description="Why you withdraw it.")
+        ] = "",
+        run_id: RunId = None,
     ) -> dict[str, Any]:
-        return await call(ctx, AgentSession.retract, claim_id, reason)
+        return await call(ctx, AgentSession.retract, claim_id, reason, run_id)
 
     escalate_doc = COMMANDS["escalate"].summary + (
         " Use it when a quarantined edge blocks your work and a person must decide; needs "
@@ -338,10 +450,15 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
     @mcp.tool(description=escalate_doc)
     async def escalate_conflict(
         ctx: Context[Any, Any, Any],
-        conflict_id: Annotated[str, Field(description="The conflict_id a read returned.")],
-        reason: Annotated[str, Field(description="What is blocked and why it matters.")],
+        conflict_id: Annotated[
+            str, Field(strict=True, max_length=_ID, description="The conflict_id a read returned.")
+        ],
+        reason: Annotated[
+            str, declared("escalate", "reason", description="What is blocked and why it matters.")
+        ],
+        run_id: RunId = None,
     ) -> dict[str, Any]:
-        return await call(ctx, AgentSession.escalate, conflict_id, reason)
+        return await call(ctx, AgentSession.escalate, conflict_id, reason, run_id)
 
     resolve_doc = COMMANDS["resolve"].summary + (
         " Needs the resolver role; give the winning claim_id, or none to reject every claim."
@@ -350,13 +467,21 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
     @mcp.tool(description=resolve_doc)
     async def resolve_conflict(
         ctx: Context[Any, Any, Any],
-        conflict_id: Annotated[str, Field(description="The conflict to decide.")],
-        winner: Annotated[
-            str | None, Field(description="The winning claim_id (none: reject all).")
+        conflict_id: Annotated[
+            str, Field(strict=True, max_length=_ID, description="The conflict to decide.")
         ],
-        rationale: Annotated[str, Field(description="Why this claim wins.")] = "",
+        winner: Annotated[
+            str | None,
+            Field(
+                strict=True, max_length=_ID, description="The winning claim_id (none: reject all)."
+            ),
+        ],
+        rationale: Annotated[
+            str, declared("resolve", "rationale", description="Why this claim wins.")
+        ] = "",
+        run_id: RunId = None,
     ) -> dict[str, Any]:
-        return await call(ctx, AgentSession.resolve, conflict_id, winner, rationale)
+        return await call(ctx, AgentSession.resolve, conflict_id, winner, rationale, run_id)
 
     # -- resources ---------------------------------------------------------------------------
 
@@ -385,3 +510,27 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
     for t in mcp._tool_manager.list_tools():  # docstrings' indentation is not for a model
         t.description = " ".join((t.description or "").split())
     return mcp
+
+
+def _counted(s: AgentSession, fn: Callable[..., T], *args: Any) -> T:
+    """One tool call, as one of its principal's requests in flight when the transport does
+    not count them itself (stdio; ``/mcp`` is behind the HTTP gate, which does)."""
+    if not s.counts_requests:
+        return fn(s, *args)
+    with s.scoped.access.request(s.identity):
+        return fn(s, *args)
+
+
+def reason_of(exc: ClaimgraphError) -> str:
+    """The reason code an error of ours is reported with (as HTTP's problem+json names it)."""
+    if isinstance(exc, AuthError | LimitError | DecodeError):
+        return exc.reason
+    for cls, reason in (
+        (NotFoundError, "not_found"),
+        (UnknownSlotError, "unknown_slot"),
+        (VersionError, "version_unavailable"),
+        (InputError, "invalid_field"),
+    ):
+        if isinstance(exc, cls):
+            return reason
+    return "internal"

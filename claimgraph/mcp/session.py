@@ -1,83 +1,51 @@
-"""One agent's MCP session: who it is (from the transport), the run it works in, its tools.
+"""One agent's MCP session: who it is (from the transport), the run it names, its tools.
 
-An :class:`AgentSession` is what every MCP tool call of one session goes through. Its
-identity comes from the transport, never from a tool argument: an HTTP bearer token, a
-``--token`` on stdio, or on stdio over an embedded data directory ``--agent`` (the trusted
-local owner's mode: the process owns the data, nothing proves who typed the name).
+An :class:`AgentSession` is what every MCP tool call of one session goes through, and it is
+thin: identity comes from the transport (an HTTP bearer token, ``--token`` on stdio, or on
+stdio over an embedded data directory ``--agent``, the trusted local owner's mode), and
+every check, limit and run is the service layer's (:class:`~claimgraph.service.access.Scoped`),
+the same the HTTP API calls.
 
-Each session works inside a run (:class:`~claimgraph.service.runs.Run`). The first call
-starts one under the session's task, pinned at head — or at a shared snapshot id, which is the
-``snapshot_id`` of any run in the runs log — so every read is served at the pinned version and
-traced, and writes carry ``based_on_version`` and ``run_id``. Each call keeps the pin's lease
-at least 90% of its length (renewing when a tenth has passed);
-``start_run`` ends the run and starts a fresh one at a newer version; ``end_run`` ends it. The
-run is an ordinary run: ``claimgraph runs replay RUN_ID`` replays it.
+Runs are explicit handles. ``start_run`` starts one (held by the service, pinned at head or at
+a shared snapshot id) and returns its ``run_id``; every read and write tool takes ``run_id``
+to work in it — from this session or any other of the same principal, so a client that opens
+a session per call (LangGraph's MCP adapters) keeps its run — and a session remembers the last
+run it started, as a convenience. A stdio server started for one run (``claimgraph mcp --task``
+or ``--snapshot``) starts it on the first call. A client that never starts a run reads at head,
+without a run per call: each result carries its version, which the write tools accept as
+``based_on_version``; a quarantined slot such reads meet counts once per (principal,
+conflict), so polling is not escalation. A run ends with ``end_run``, or once unused for its
+whole lease; closing a session does not end it.
 
 Results are small, self-explaining dicts: a read's ``state`` (present, absent, unknown), the
 version it was served at, the conflict id and what to do when unknown; a write's decision,
 its reason and version. A refusal (a role or task the identity lacks) is recorded in the log
-as a ``refused`` command, as the HTTP API records its refusals, and returned as a result.
+as a ``refused`` command, as over HTTP, and returned as a result.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-import time
-import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar
 
-from claimgraph.core.commands import COMMANDS, Sender
-from claimgraph.core.model import LIMITS, Command, Reason
-from claimgraph.core.schema import Pattern
-from claimgraph.errors import AuthError, ClaimgraphError, NotFoundError
+from claimgraph.errors import AuthError, ClaimgraphError
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
+from claimgraph.service.access import Access, Principal, Scoped
 from claimgraph.service.api import Receipt, node
 from claimgraph.service.port import GraphPort
 from claimgraph.service.queries import PathsResult, ReachResult
-from claimgraph.service.runs import Run, Snapshot
+from claimgraph.service.runs import Run
 from claimgraph.service.traces import digest
 
 __all__ = ["AgentSession", "Identity"]
 
 Direction = Literal["out", "in"]
 Walk = Literal["out", "in", "both"]
-
-
-@dataclass(frozen=True, slots=True)
-class Identity:
-    """Who a session acts as: an agent, the tasks it may act in, its roles.
-
-    ``checked``: the transport proved it (a token), so roles and tasks are enforced here and
-    refusals recorded; ``False`` for the trusted local owner (``--agent``) and for a graph
-    behind the HTTP API, whose server enforces and records them itself.
-    """
-
-    agent: str
-    tasks: tuple[str, ...] = ("*",)
-    roles: frozenset[str] = frozenset()
-    checked: bool = False
-    how: str = "token"  # token | local-owner | server
-
-    def may_act_in(self, task: str) -> bool:
-        return any(Pattern.of(t).matches(task) for t in self.tasks)
-
-    def has_role(self, role: str) -> bool:
-        return role in self.roles or "admin" in self.roles
-
-    @property
-    def default_task(self) -> str:
-        """The task a session runs in unless told: the identity's one literal task, or ''."""
-        literal = [t for t in self.tasks if not any(c in t for c in "*?[")]
-        return literal[0] if len(self.tasks) == 1 and literal else ""
-
-
-_ROLE = {
-    Sender.RESOLVER: ("resolver", Reason.NOT_RESOLVER),
-    Sender.ADMIN: ("admin", Reason.NOT_ADMIN),
-}
+T = TypeVar("T")
+Identity = Principal  # what a session acts as: the service layer's principal
 
 _EXPLAIN = {
     "present": "The edge holds at version {v}.",
@@ -85,153 +53,211 @@ _EXPLAIN = {
     "unknown": (
         "Writers disagree: conflict {c} quarantines this at version {v}, so neither value is "
         "readable. Do not act on a guess: call conflicts_near to see the claims, "
-        "escalate_conflict('{c}', reason) if a person must decide, or start_run later to read "
-        "a newer version once it is resolved."
+        "escalate_conflict('{c}', reason) if a person must decide, or read again later (a "
+        "newer version) once it is resolved."
     ),
 }
 
 
 @dataclass
 class AgentSession:
-    """One MCP session's identity, run and tools over a graph (any graph port)."""
+    """One MCP session over the service layer: its principal's scoped graph, the run it
+    remembers, and the task its writes outside a run carry."""
 
-    graph: GraphPort
-    identity: Identity
-    task: str = ""
+    scoped: Scoped
+    task: str | None = None
     snapshot_id: str | None = None
-    lease: float = 900.0
-    _run: Run | None = field(default=None, init=False)
-    _renewed: float = field(default=0.0, init=False)
+    one_run: bool = False  # a stdio server started for one run: the first call starts it
+    counts_requests: bool = False  # each tool call is a request in flight (stdio)
+    _run_id: str | None = field(default=None, init=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
+
+    @classmethod
+    def over(cls, graph: GraphPort, principal: Principal, **kw: Any) -> AgentSession:
+        """A session over ``graph`` with a service layer of its own (one process, one
+        session: stdio, tests)."""
+        return cls(Access(graph).of(principal), **kw)
+
+    @property
+    def identity(self) -> Principal:
+        return self.scoped.principal
+
+    @property
+    def graph(self) -> Scoped:
+        return self.scoped
 
     # -- the run ---------------------------------------------------------------------------------
 
-    def run(self) -> Run:
-        """The session's run: started on first use; every call keeps its pin's lease at least
-        90% of ``lease`` from now (renewing writes the pin registry, so not on every call)."""
+    def run(self, run_id: str | None = None) -> Run | None:
+        """The run a call works in: ``run_id``'s (this principal's, held by the service), or
+        the one this session remembers, or — for a server started for one run — a fresh one;
+        None: the call is outside a run (reads at head)."""
+        if run_id:
+            return self.scoped.run(run_id)
         with self._lock:
-            now = time.monotonic()
-            if self._run is None:
-                self._run = self._start(self.task, self.snapshot_id)
-                self._renewed = now
-            elif now - self._renewed >= self.lease / 10:
-                self._run.renew(self.lease)
-                self._renewed = now
-            if len(self._run._pending) >= 64:  # reads reach the runs log in batches
-                self._run.flush()
-            return self._run
+            if self._run_id is not None:
+                r = self.scoped.run_of(self._run_id)
+                if r is not None:
+                    return r
+                self._run_id = None  # ended elsewhere, or its lease lapsed
+            if not self.one_run:
+                return None
+            return self._start(self.task, self.snapshot_id)
 
-    def _start(self, task: str, snapshot_id: str | None) -> Run:
-        if snapshot_id:
-            snap = Snapshot(self._snapshot_version(snapshot_id), snapshot_id)
-        else:
-            snap = Snapshot(self.graph.head())  # a fresh id other sessions can join
-        return self.graph.run(agent=self.identity.agent, task=task, snapshot=snap, lease=self.lease)
+    def _start(self, task: str | None, snapshot_id: str | None) -> Run:
+        r = self.scoped.start_run(task, snapshot_id)
+        self._run_id, self.task, self.snapshot_id = r.run_id, r.task, r.snapshot_id
+        return r
 
-    def _snapshot_version(self, snapshot_id: str) -> int:
-        for s in self.graph.runs():
-            if s.snapshot_id == snapshot_id:
-                return s.pinned_version
-        raise NotFoundError(
-            f"no run in the runs log has snapshot id {snapshot_id[:80]!r}: a snapshot id is "
-            "the snapshot_id of a run (start_run returns it)"
-        )
-
-    def run_info(self) -> dict[str, Any]:
-        r = self.run()
+    def _info(self, r: Run) -> dict[str, Any]:
         return {
             "run_id": r.run_id,
             "agent": r.agent,
             "task": r.task,
             "pinned_version": r.version,
             "snapshot_id": r.snapshot_id,
-            "head": self.graph.head(),
+            "head": self.scoped.head(),
             "explain": (
-                f"Reads are served at version {r.version} (pinned) and traced; writes are based "
-                f"on it. Share snapshot_id with other agents so their runs read the same version."
+                f"Reads in run {r.run_id} are served at version {r.version} (pinned) and "
+                "traced; writes in it are based on it. Pass run_id to later calls (any "
+                "session of yours); share snapshot_id so other agents' runs read the same "
+                "version; end_run when done."
             ),
         }
 
+    def run_info(self, run_id: str | None = None) -> dict[str, Any]:
+        r = self.run(run_id)
+        if r is None:
+            head = self.scoped.head()
+            return {
+                "run_id": None,
+                "agent": self.identity.agent,
+                "task": self._task_or_none() or "",
+                "pinned_version": None,
+                "head": head,
+                "explain": (
+                    f"No run: each read is served at the newest version (now {head}) and says "
+                    "which; pass it to a write as based_on_version. start_run pins a version "
+                    "and traces your reads and writes in a run you name by its run_id."
+                ),
+            }
+        return self._info(r)
+
     def start_run(self, task: str | None = None, snapshot_id: str | None = None) -> dict[str, Any]:
-        """End the current run (if any) and start a fresh one at head or at ``snapshot_id``."""
+        """End the run this session remembers (if any) and start a fresh one at head or at
+        ``snapshot_id``; the answer's ``run_id`` is its handle."""
         with self._lock:
             want = self.task if task is None else task
-            if self.identity.checked and not self.identity.may_act_in(want):
-                return self._refuse(
-                    "start_run", Reason.TASK_NOT_ALLOWED,
-                    f"{self.identity.agent!r} may act in tasks {', '.join(self.identity.tasks)}, "
-                    f"not {want[:80]!r}", want,
-                )  # fmt: skip
-            self.end_run("restarted")
-            self.task = want
-            self._run = self._start(want, snapshot_id)
-            self._renewed = time.monotonic()
-            return self.run_info()
+            try:
+                r = self.scoped.start_run(want, snapshot_id)
+            except AuthError as exc:
+                return _refused(exc.reason, exc.detail, exc.version)
+            old, self._run_id = self._run_id, r.run_id
+            self.task, self.snapshot_id = r.task, r.snapshot_id
+        if old is not None:
+            with contextlib.suppress(ClaimgraphError):  # ended elsewhere meanwhile
+                self.scoped.end_run(old, "restarted")
+        return self._info(r)
 
-    def end_run(self, status: str = "ok") -> dict[str, Any]:
-        """End the session's run: its trace is closed and its pin released."""
+    def end_run(self, status: str = "ok", run_id: str | None = None) -> dict[str, Any]:
+        """End ``run_id`` (or the run this session remembers): its trace is closed and its
+        pin released."""
         with self._lock:
-            r, self._run = self._run, None
-            if r is None:
-                return {"ended": None, "explain": "No run was open; the next call starts one."}
-            r.close(status)
-            return {
-                "ended": r.run_id,
-                "pinned_version": r.version,
-                "status": status,
-                "explain": f"Run {r.run_id} ended; replay it with: claimgraph runs replay "
-                f"{r.run_id}. The next call starts a fresh run at the newest version.",
-            }
+            target = run_id or self._run_id
+            if target is None:
+                return {"ended": None, "explain": "No run was open: nothing to end."}
+            r = self.scoped.end_run(target, status)
+            if target == self._run_id:
+                self._run_id = None
+        return {
+            "ended": r.run_id,
+            "pinned_version": r.version,
+            "status": status,
+            "explain": f"Run {r.run_id} ended; replay it with: claimgraph runs replay {r.run_id}.",
+        }
 
     def close(self) -> None:
-        """The session ends: so does its run."""
+        """The session ends. A server started for one run ends that run with it; any other
+        run stays, for its principal to name from another session, until ``end_run`` or its
+        lease lapses."""
+        if not self.one_run or self._run_id is None:
+            return
         with contextlib.suppress(ClaimgraphError):  # the graph is away: the pin lapses
-            self.end_run("session closed")
+            self.scoped.end_run(self._run_id, "session closed")
 
     # -- reads -----------------------------------------------------------------------------------
 
-    def _explicit(self, at: int | None) -> int | None:
-        """None when a read is the run's (pinned version), else the version asked for."""
-        r = self.run()
-        return None if at is None or at == r.version else at
+    def _read(
+        self,
+        run_id: str | None,
+        at: int | None,
+        in_run: Callable[[Run], T],
+        at_version: Callable[[int | None], T],
+        name: str,
+        args: dict[str, Any],
+    ) -> T:
+        """A read in the call's run (at its pinned version, traced), at another version
+        ``at`` while in a run (traced as a tool call), or outside a run."""
+        run = self.run(run_id)
+        if run is None:
+            s = self.scoped
+            return s.within(None, lambda r: in_run(r), lambda: at_version(at))
+        if at is None or at == run.version:
+            return in_run(run)
+        with self.scoped.in_client_run():  # not the run's read: not its blocked read either
+            out = at_version(at)
+        run.tool(name, {**args, "at": at}, {"digest": digest(out)})
+        return out
 
     def read_edge(
-        self, edge_type: str, subject: str, obj: str, at: int | None = None
+        self,
+        edge_type: str,
+        subject: str,
+        obj: str,
+        at: int | None = None,
+        run_id: str | None = None,
     ) -> dict[str, Any]:
-        v = self._explicit(at)
-        if v is None:
-            e = self.run().edge(edge_type, subject, obj)
-        else:
-            e = self.graph.edge(edge_type, subject, obj, at=v)
-            self._off_run(
-                "read_edge", {"edge_type": edge_type, "subject": subject, "object": obj}, v, e
-            )
+        e = self._read(
+            run_id, at,
+            lambda r: r.edge(edge_type, subject, obj),
+            lambda v: self.scoped.edge(edge_type, subject, obj, at=v),
+            "read_edge", {"edge_type": edge_type, "subject": subject, "object": obj},
+        )  # fmt: skip
         return _edge(e)
 
-    def read_edges(self, edges: Sequence[dict[str, str]], at: int | None = None) -> dict[str, Any]:
-        """Several edges in one read at one version, in order; at the pinned version each is
-        traced as its own edge read (replay checks each)."""
+    def read_edges(
+        self, edges: Sequence[dict[str, str]], at: int | None = None, run_id: str | None = None
+    ) -> dict[str, Any]:
+        """Several edges in one read at one version, in order; in a run each is traced as
+        its own edge read (replay checks each)."""
         wanted = [(e["edge_type"], e["subject"], e["object"]) for e in edges]
-        v = self._explicit(at)
-        if v is None:
-            run = self.run()
-            out, version = run.read_edges(wanted), run.version
-        else:
-            out, version = self.graph.read_edges(wanted, at=v), v
-            self._off_run("read_edges", {"edges": [list(w) for w in wanted]}, v, out)
-        return {"version": version, "edges": [_edge(e) for e in out]}
+        self.scoped.bound(len(wanted), "edges")
+        v, out = self._read(
+            run_id, at,
+            lambda r: (r.version, r.read_edges(wanted)),
+            lambda v: self._at_version(v, lambda x: self.scoped.read_edges(wanted, at=x)),
+            "read_edges", {"edges": [list(w) for w in wanted]},
+        )  # fmt: skip
+        return {"version": v, "edges": [_edge(e) for e in out]}
+
+    def _at_version(self, at: int | None, read: Callable[[int], T]) -> tuple[int, T]:
+        v = self.scoped.head() if at is None else at
+        return v, read(v)
 
     def read_slot(
-        self, edge_type: str, node_: str, direction: Direction = "out", at: int | None = None
+        self,
+        edge_type: str,
+        node_: str,
+        direction: Direction = "out",
+        at: int | None = None,
+        run_id: str | None = None,
     ) -> dict[str, Any]:
-        v = self._explicit(at)
-        if v is None:
-            s = self.run().slot(edge_type, node_, direction=direction)
-        else:
-            s = self.graph.slot(edge_type, node_, direction=direction, at=v)
-            self._off_run(
-                "read_slot", {"edge_type": edge_type, "node": node_, "direction": direction}, v, s
-            )
+        s = self._read(
+            run_id, at,
+            lambda r: r.slot(edge_type, node_, direction=direction),
+            lambda v: self.scoped.slot(edge_type, node_, direction=direction, at=v),
+            "read_slot", {"edge_type": edge_type, "node": node_, "direction": direction},
+        )  # fmt: skip
         return _slot(s)
 
     def neighbors(
@@ -244,21 +270,22 @@ class AgentSession:
         asserted_after: int | None = None,
         asserted_before: int | None = None,
         at: int | None = None,
+        run_id: str | None = None,
     ) -> dict[str, Any]:
         filters: dict[str, Any] = {
             "min_confidence": min_confidence, "writer": writer,
             "asserted_after": asserted_after, "asserted_before": asserted_before,
         }  # fmt: skip
-        v = self._explicit(at)
-        if v is None:
-            ns = self.run().neighbors(node_, edge_type=edge_type, direction=direction, **filters)
-            version = self.run().version
-        else:
-            ns = self.graph.neighbors(
-                node_, edge_type=edge_type, direction=direction, at=v, **filters
-            )
-            self._off_run("neighbors", {"node": node_, "edge_type": edge_type, **filters}, v, ns)
-            version = v
+        version, ns = self._read(
+            run_id, at,
+            lambda r: (r.version, r.neighbors(
+                node_, edge_type=edge_type, direction=direction, **filters
+            )),
+            lambda v: self._at_version(v, lambda x: self.scoped.neighbors(
+                node_, edge_type=edge_type, direction=direction, at=x, **filters
+            )),
+            "neighbors", {"node": node_, "edge_type": edge_type, **filters},
+        )  # fmt: skip
         unknown = [n for n in ns if n.state == "unknown"]
         return {
             "node": node_,
@@ -280,18 +307,15 @@ class AgentSession:
         edge_types: Sequence[str] | None = None,
         direction: Walk = "out",
         at: int | None = None,
+        run_id: str | None = None,
     ) -> dict[str, Any]:
-        v = self._explicit(at)
-        res: PathsResult
-        if v is None:
-            res = self.run().paths(
-                src, dst, max_hops=max_hops, edge_types=edge_types, direction=direction
-            )
-        else:
-            res = self.graph.paths(
-                src, dst, max_hops=max_hops, edge_types=edge_types, direction=direction, at=v
-            )
-            self._off_run("find_paths", {"src": src, "dst": dst, "max_hops": max_hops}, v, res)
+        kw: Any = {"max_hops": max_hops, "edge_types": edge_types, "direction": direction}
+        res: PathsResult = self._read(
+            run_id, at,
+            lambda r: r.paths(src, dst, **kw),
+            lambda v: self.scoped.paths(src, dst, at=v, **kw),
+            "find_paths", {"src": src, "dst": dst, "max_hops": max_hops},
+        )  # fmt: skip
         out = res.as_dict()
         certain = sum(1 for p in res.paths if p.state == "present")
         out["explain"] = (
@@ -315,20 +339,15 @@ class AgentSession:
         max_hops: int = 2,
         edge_types: Sequence[str] | None = None,
         at: int | None = None,
+        run_id: str | None = None,
     ) -> dict[str, Any]:
-        v = self._explicit(at)
-        res: ReachResult
-        if v is None:
-            res = self.run().reach(
-                node_, direction=direction, max_hops=max_hops, edge_types=edge_types
-            )
-        else:
-            res = self.graph.reach(
-                node_, direction=direction, max_hops=max_hops, edge_types=edge_types, at=v
-            )
-            self._off_run(
-                "reach", {"node": node_, "direction": direction, "max_hops": max_hops}, v, res
-            )
+        kw: Any = {"direction": direction, "max_hops": max_hops, "edge_types": edge_types}
+        res: ReachResult = self._read(
+            run_id, at,
+            lambda r: r.reach(node_, **kw),
+            lambda v: self.scoped.reach(node_, at=v, **kw),
+            "reach", {"node": node_, "direction": direction, "max_hops": max_hops},
+        )  # fmt: skip
         out = res.as_dict()
         unsure = sum(1 for n in res.nodes if not n.certain)
         out["explain"] = (
@@ -343,16 +362,22 @@ class AgentSession:
         )
         return out
 
-    def conflicts_near(self, node_: str, include_escalated: bool = True) -> dict[str, Any]:
-        """Open conflicts whose claims touch ``node_`` (as of the pinned version, traced)."""
-        run = self.run()
+    def conflicts_near(
+        self, node_: str, include_escalated: bool = True, run_id: str | None = None
+    ) -> dict[str, Any]:
+        """Open conflicts whose claims touch ``node_`` (in a run: as of its pinned version,
+        traced; else at head)."""
+        run = self.run(run_id)
+        g: Any = run if run is not None else self.scoped
+        version = run.version if run is not None else self.scoped.head()
+        at: dict[str, Any] = {} if run is not None else {"at": version}
         want = node(node_)
         out: list[dict[str, Any]] = []
-        for c in run.quarantine():
+        for c in g.quarantine(**at):
             escalated = c.get("escalated_at") is not None
             if escalated and not include_escalated:
                 continue
-            claims = [run.claim_info(cid) for cid in c.get("claims", [])]
+            claims = [g.claim_info(cid, **at) for cid in c.get("claims", [])]
             touching = [
                 x for x in claims
                 if x is not None and want in (
@@ -372,18 +397,49 @@ class AgentSession:
             )
         return {
             "node": node_,
-            "version": run.version,
+            "version": version,
             "conflicts": out,
             "explain": (
-                f"{len(out)} open conflict(s) around {node_} at version {run.version}. "
+                f"{len(out)} open conflict(s) around {node_} at version {version}. "
                 "Their edges read unknown until a resolver decides; escalate_conflict hands one "
                 "to a person with all the claims and evidence."
                 if out
-                else f"No open conflict touches {node_} at version {run.version}."
+                else f"No open conflict touches {node_} at version {version}."
             ),
         }
 
     # -- writes ----------------------------------------------------------------------------------
+
+    def _task_or_none(self) -> str | None:
+        """The task writes outside a run carry: the session's, or the identity's one literal
+        task; None when the identity acts only in tasks it must choose among (patterns)."""
+        task = self.identity.default_task if self.task is None else self.task
+        if self.identity.checked and not self.identity.may_act_in(task):
+            return None
+        return task
+
+    def _needs_task(self) -> dict[str, Any]:
+        tasks = ", ".join(self.identity.tasks)
+        return {
+            "decision": "needs_task",
+            "reason": "task_not_chosen",
+            "explain": (
+                f"{self.identity.agent!r} acts only in tasks {tasks}: call "
+                "start_run(task=...) with a task they match, then write in that run (pass its "
+                "run_id). Nothing was written."
+            ),
+        }
+
+    def _write(
+        self, run_id: str | None, in_run: Callable[[Run], T], outside: Callable[[str], T]
+    ) -> T | dict[str, Any]:
+        run = self.run(run_id)
+        if run is not None:
+            return in_run(run)
+        task = self._task_or_none()
+        if task is None:
+            return self._needs_task()
+        return outside(task)
 
     def claim(
         self,
@@ -394,86 +450,110 @@ class AgentSession:
         confidence: float,
         evidence: Sequence[str],
         reasoning: str,
+        based_on_version: int | None = None,
+        run_id: str | None = None,
     ) -> dict[str, Any]:
-        run = self.run()
+        kw: Any = {
+            "polarity": polarity, "confidence": confidence, "evidence": evidence,
+            "reasoning": reasoning, "based_on_version": based_on_version,
+        }  # fmt: skip
+        agent = self.identity.agent
         try:
-            if polarity == "assert":
-                r = run.assert_(
-                    edge_type, subject, obj, confidence=confidence, evidence=evidence,
-                    reasoning=reasoning,
-                )  # fmt: skip
-            else:
-                r = run.deny(
-                    edge_type, subject, obj, confidence=confidence, evidence=evidence,
-                    reasoning=reasoning,
-                )  # fmt: skip
-        except AuthError as exc:  # the HTTP API refused (and recorded) it
-            return _refused(exc.reason, str(exc))
-        return _receipt(r)
+            r = self._write(
+                run_id,
+                lambda run: run.claim(edge_type, subject, obj, **kw),
+                lambda task: self.scoped.claim(
+                    edge_type, subject, obj, agent=agent, task=task, **kw
+                ),
+            )
+        except AuthError as exc:  # a served API refused (and recorded) it
+            return _refused(exc.reason, exc.detail, exc.version)
+        return r if isinstance(r, dict) else _receipt(r)
 
-    def write_claims(self, claims: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def write_claims(
+        self, claims: Sequence[dict[str, Any]], run_id: str | None = None
+    ) -> dict[str, Any]:
         """Several claims in one submit; one result per claim, in order."""
-        run = self.run()
+        self.scoped.bound(len(claims), "claims")
+        items = [{k: v for k, v in c.items() if v is not None} for c in claims]
         try:
-            receipts = run.claim_many(claims)
-        except AuthError as exc:  # the HTTP API refused (and recorded) them
-            return _refused(exc.reason, str(exc))
-        return {"results": [_receipt(r) for r in receipts]}
-
-    def retract(self, claim_id: str, reason: str) -> dict[str, Any]:
-        run = self.run()
-        try:
-            return _receipt(run.retract(claim_id, reason=reason))
+            rs = self._write(
+                run_id,
+                lambda run: run.claim_many(items),
+                lambda task: self.scoped.submit(
+                    [_claim_command(self.identity.agent, task, c) for c in items]
+                ),
+            )
         except AuthError as exc:
-            return _refused(exc.reason, str(exc))
+            return _refused(exc.reason, exc.detail, exc.version)
+        if isinstance(rs, dict):
+            return rs
+        return {"results": [_receipt(r) for r in rs]}
 
-    def escalate(self, conflict_id: str, reason: str) -> dict[str, Any]:
-        refusal = self._check_role("escalate")
-        if refusal is not None:
-            return refusal
-        run = self.run()
+    def retract(self, claim_id: str, reason: str, run_id: str | None = None) -> dict[str, Any]:
+        agent = self.identity.agent
         try:
-            r = self.graph.escalate(conflict_id, agent=self.identity.agent, reason=reason)
+            r = self._write(
+                run_id,
+                lambda run: run.retract(claim_id, reason=reason),
+                lambda task: self.scoped.retract(claim_id, agent=agent, task=task, reason=reason),
+            )
         except AuthError as exc:
-            return _refused(exc.reason, str(exc))
-        run.tool("escalate_conflict", {"conflict_id": conflict_id, "reason": reason}, _receipt(r))
-        return _receipt(r)
+            return _refused(exc.reason, exc.detail, exc.version)
+        return r if isinstance(r, dict) else _receipt(r)
 
-    def resolve(self, conflict_id: str, winner: str | None, rationale: str) -> dict[str, Any]:
-        refusal = self._check_role("resolve")
-        if refusal is not None:
-            return refusal
-        run = self.run()
+    def escalate(self, conflict_id: str, reason: str, run_id: str | None = None) -> dict[str, Any]:
+        run = self.run(run_id)
         try:
-            r = self.graph.resolve(
+            r = self.scoped.escalate(conflict_id, agent=self.identity.agent, reason=reason)
+        except AuthError as exc:
+            return _refused(exc.reason, exc.detail, exc.version)
+        out = _receipt(r)
+        if run is not None:
+            run.tool("escalate_conflict", {"conflict_id": conflict_id, "reason": reason}, out)
+        return out
+
+    def resolve(
+        self, conflict_id: str, winner: str | None, rationale: str, run_id: str | None = None
+    ) -> dict[str, Any]:
+        run = self.run(run_id)
+        task = run.task if run is not None else (self._task_or_none() or "")
+        try:
+            r = self.scoped.resolve(
                 conflict_id, agent=self.identity.agent, winner=winner, resolver="agent",
-                rationale=rationale, task=run.task,
+                rationale=rationale, task=task,
             )  # fmt: skip
         except AuthError as exc:
-            return _refused(exc.reason, str(exc))
+            return _refused(exc.reason, exc.detail, exc.version)
         out = _receipt(r)
-        run.tool("resolve_conflict", {"conflict_id": conflict_id, "winner": winner}, out)
+        if run is not None:
+            run.tool("resolve_conflict", {"conflict_id": conflict_id, "winner": winner}, out)
         return out
 
     # -- resources -------------------------------------------------------------------------------
 
+    def _version(self) -> int:
+        run = self.run()
+        return run.version if run is not None else self.scoped.head()
+
     def schema(self) -> dict[str, Any]:
-        row = self.graph.schema_info(at=self.run().version)
+        v = self._version()
+        row = self.scoped.schema_info(at=v)
         if row is None:
             return {"schema": None, "explain": "No graph schema is in force yet."}
         return {
             "revision": row.get("revision"),
             "source": row.get("source"),
-            "version": self.run().version,
+            "version": v,
             "document": row.get("document"),
         }
 
     def grants(self) -> dict[str, Any]:
         """What this identity may do: its tasks and roles, and the edge types whose writers
-        (in the schema in force at the pinned version) match it."""
+        (in the schema in force) match it."""
         from claimgraph.core.schema import parse_schema
 
-        row = self.graph.schema_info(at=self.run().version)
+        row = self.scoped.schema_info(at=self._version())
         writable: list[dict[str, Any]] = []
         if row is not None:
             schema = parse_schema(row["document"], row.get("source", "<schema>"))
@@ -486,41 +566,41 @@ class AgentSession:
             "identity_from": self.identity.how,
             "tasks": list(self.identity.tasks),
             "roles": sorted(self.identity.roles),
-            "session_task": self.task,
+            "session_task": self._task_or_none(),
             "writable_edge_types": writable,
             "explain": "Run-time grants (grant commands) add to the schema's writers; the "
-            "governor decides every write and records a rejection with its reason.",
+            "governor decides every write and records a rejection with its reason."
+            + (
+                ""
+                if self._task_or_none() is not None
+                else " You act only in tasks you must choose: call start_run(task=...) first."
+            ),
         }
 
-    # -- helpers ---------------------------------------------------------------------------------
 
-    def _off_run(self, name: str, args: dict[str, Any], at: int, result: Any) -> None:
-        """A read at a version other than the pinned one: traced as a tool call (its digest)."""
-        self.run().tool(name, {**args, "at": at}, {"digest": digest(result)})
+def _claim_command(agent: str, task: str, c: dict[str, Any]) -> Any:
+    """A write_claims item outside a run, as the command the SDK's builders make."""
+    from claimgraph.service.inputs import now_millis
 
-    def _check_role(self, ctype: str) -> dict[str, Any] | None:
-        role = _ROLE.get(COMMANDS[ctype].sender)
-        if role is None or not self.identity.checked or self.identity.has_role(role[0]):
-            return None
-        return self._refuse(ctype, role[1], f"{self.identity.agent!r} has no {role[0]} role", "")
-
-    def _refuse(self, ctype: str, reason: Reason, detail: str, task: str) -> dict[str, Any]:
-        """Record a refusal as the HTTP API does (a ``refused`` command), and say so."""
-        command = {
-            "type": "refused",
-            "command_id": f"refused-{uuid.uuid4()}",
-            "graph": self.graph.name,
-            "agent": self.identity.agent,
-            "task": task[:200],
-            "reason": reason.value,
-            "detail": detail[: LIMITS["detail"]],
-            "declared_agent": "",
-            "refused_type": ctype,
-        }
-        (rec,) = self.graph.submit([cast(Command, command)])
-        out = _refused(reason.value, detail)
-        out["version"] = rec.version
-        return out
+    (st, si), (ot, oi) = node(c["subject"]), node(c["object"])
+    return {
+        "type": "claim",
+        "agent": agent,
+        "task": task,
+        "run_id": None,
+        "edge_type": c["edge_type"],
+        "subject_type": st,
+        "subject_id": si,
+        "object_type": ot,
+        "object_id": oi,
+        "polarity": c.get("polarity", "assert"),
+        "confidence": c.get("confidence", 1.0),
+        "evidence": list(c.get("evidence") or ()),
+        "reasoning": c.get("reasoning", ""),
+        "asserted_at": now_millis(),
+        "based_on_version": c.get("based_on_version"),
+        "properties": {},
+    }
 
 
 # -- result shapes -------------------------------------------------------------------------------
@@ -607,6 +687,8 @@ _WRITE_EXPLAIN = {
 
 def _receipt(r: Receipt) -> dict[str, Any]:
     d = r.decision
+    if r.refused:  # the service refused it (a role or task): recorded, with its version
+        return _refused(d["reason"], d["detail"], r.version)
     conflict = d.get("conflict_id")
     text = _WRITE_EXPLAIN.get(d["kind"], "{k} ({r}) at version {v}.")
     return {
@@ -619,10 +701,13 @@ def _receipt(r: Receipt) -> dict[str, Any]:
     }
 
 
-def _refused(reason: str, detail: str) -> dict[str, Any]:
-    return {
+def _refused(reason: str, detail: str, version: int | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "decision": "refused",
         "reason": reason,
         "explain": f"Refused ({reason}): {detail}. The refusal is recorded in the log; this "
         "identity cannot do this, whatever the arguments.",
     }
+    if version is not None:
+        out["version"] = version
+    return out

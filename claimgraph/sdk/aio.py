@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from claimgraph.core.model import Command, Decision
+from claimgraph.errors import InputError
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.sdk.aio_runs import AsyncRun
 from claimgraph.service.api import NodeLike, Receipt
@@ -47,6 +48,8 @@ class AsyncGraph:
     """The graph port, awaitable. Subclasses provide ``_call`` (and may override reads)."""
 
     name: str
+    default_agent: str | None = None  # over HTTP: the token's agent
+    default_task: str = ""  # ... and its one literal task
 
     async def _call(self, method: str, *args: Any, **kw: Any) -> Any:
         raise NotImplementedError
@@ -73,8 +76,8 @@ class AsyncGraph:
         subject: NodeLike,
         obj: NodeLike,
         *,
-        agent: str,
-        task: str = "",
+        agent: str | None = None,
+        task: str | None = None,
         polarity: str = "assert",
         confidence: float = 1.0,
         evidence: Sequence[str] = (),
@@ -111,8 +114,8 @@ class AsyncGraph:
         subject: NodeLike,
         obj: NodeLike,
         *,
-        agent: str,
-        task: str = "",
+        agent: str | None = None,
+        task: str | None = None,
         confidence: float = 1.0,
         evidence: Sequence[str] = (),
         reasoning: str = "",
@@ -146,8 +149,8 @@ class AsyncGraph:
         subject: NodeLike,
         obj: NodeLike,
         *,
-        agent: str,
-        task: str = "",
+        agent: str | None = None,
+        task: str | None = None,
         confidence: float = 1.0,
         evidence: Sequence[str] = (),
         reasoning: str = "",
@@ -179,8 +182,8 @@ class AsyncGraph:
         self,
         claim_id: str,
         *,
-        agent: str,
-        task: str = "",
+        agent: str | None = None,
+        task: str | None = None,
         reason: str = "",
         command_id: str | None = None,
     ) -> Receipt:
@@ -194,12 +197,12 @@ class AsyncGraph:
         self,
         conflict_id: str,
         *,
-        agent: str,
+        agent: str | None = None,
         winner: str | None,
         resolver: str = "human",
         rationale: str = "",
         inputs: str = "",
-        task: str = "",
+        task: str | None = None,
         command_id: str | None = None,
     ) -> Receipt:
         """A resolver's verdict: ``winner`` (a claim id) or ``None`` to reject every claim."""
@@ -220,7 +223,7 @@ class AsyncGraph:
         self,
         conflict_id: str,
         *,
-        agent: str,
+        agent: str | None = None,
         reason: str,
         resolver: str = "human",
         command_id: str | None = None,
@@ -241,12 +244,13 @@ class AsyncGraph:
         conflict_id: str,
         count: int = 1,
         *,
-        agent: str = "reader",
+        agent: str | None = None,
         run_id: str | None = None,
         pinned_version: int | None = None,
+        task: str | None = None,
         command_id: str | None = None,
     ) -> Receipt:
-        """Report reads of a run that hit a quarantined slot."""
+        """Report reads of a run that hit a quarantined slot (``task``: the run's)."""
         r: Receipt = await self._call(
             "read_blocked",
             conflict_id,
@@ -254,6 +258,7 @@ class AsyncGraph:
             agent=agent,
             run_id=run_id,
             pinned_version=pinned_version,
+            task=task,
             command_id=command_id,
         )
         return r
@@ -262,9 +267,9 @@ class AsyncGraph:
         self,
         document: str,
         *,
-        agent: str,
+        agent: str | None = None,
         source: str = "<inline>",
-        task: str = "",
+        task: str | None = None,
         command_id: str | None = None,
     ) -> Receipt:
         """Publish a graph schema document (YAML) as ``agent`` (an admin)."""
@@ -283,7 +288,7 @@ class AsyncGraph:
         grantee_agent: str,
         edge_type: str,
         *,
-        agent: str,
+        agent: str | None = None,
         grantee_task: str = "*",
         expires_at: int | str | None = None,
         command_id: str | None = None,
@@ -311,7 +316,7 @@ class AsyncGraph:
         key_agent: str,
         public_key: bytes,
         *,
-        agent: str,
+        agent: str | None = None,
         command_id: str | None = None,
     ) -> Receipt:
         """Register an Ed25519 public key (admin only)."""
@@ -553,13 +558,19 @@ class AsyncGraph:
     def run(
         self,
         *,
-        agent: str,
-        task: str = "",
+        agent: str | None = None,
+        task: str | None = None,
         snapshot: Snapshot | None = None,
         run_id: str | None = None,
         lease: float = 3600.0,
     ) -> AsyncRun:
-        """A run (``async with graph.run(...) as run:``): pins a version when it starts."""
+        """A run (``async with graph.run(...) as run:``): pins a version when it starts.
+        ``agent`` and ``task`` default to the graph's (over HTTP: the token's agent and its
+        one literal task)."""
+        agent = self.default_agent if agent is None else agent
+        if agent is None:
+            raise InputError("run: name the agent (agent=...): this graph has no default")
+        task = self.default_task if task is None else task
         return AsyncRun(self, agent=agent, task=task, snapshot=snapshot, run_id=run_id, lease=lease)
 
     async def append_run_events(self, events: Sequence[dict[str, Any]]) -> None:

@@ -12,21 +12,28 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import httpx
+from httpx_retries import Retry, RetryTransport
 
 from claimgraph.core.model import Command, Decision
 from claimgraph.errors import InputError, NotFoundError, StorageError, VersionNotYetAvailable
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.sdk.aio import AsyncGraph, Walk
+from claimgraph.sdk.aio_runs import READING_IN
 from claimgraph.sdk.http import (
+    _RUN_READS,
     BATCH,
+    RETRIES,
+    RETRY_WAIT,
     _decision,
     _edge_view,
     _node_str,
     batch_body,
     batch_receipts,
     command_body,
+    defaults_of,
     neighbor_views,
     only_clients,
+    only_on_429,
     paths_params,
     paths_result,
     raise_for,
@@ -35,6 +42,7 @@ from claimgraph.sdk.http import (
     read_edges_body,
     read_edges_result,
     receipt_of,
+    retry_policy,
     run_summaries,
     slot_view,
 )
@@ -83,10 +91,21 @@ _WRITES = frozenset(
 class AsyncHttpGraph(AsyncGraph):
     """A graph behind the HTTP API, over an ``httpx.AsyncClient``."""
 
-    def __init__(self, client: httpx.AsyncClient, name: str) -> None:
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        name: str,
+        policy: Retry | None = None,
+        whoami: dict[str, Any] | None = None,
+    ) -> None:
         self._http = client
         self.name = name
+        self._policy = policy or retry_policy()
         self._builder = _Builder(name)
+        if whoami is not None:
+            self.default_agent, self.default_task = defaults_of(whoami)
+            self._builder.default_agent = self.default_agent
+            self._builder.default_task = self.default_task
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -99,6 +118,9 @@ class AsyncHttpGraph(AsyncGraph):
 
     async def _get(self, path: str, **params: Any) -> Any:
         q = {k: v for k, v in params.items() if v is not None}
+        run = READING_IN.get()
+        if run is not None and path in _RUN_READS:
+            q["run"] = run  # a run's read: the run reports its blocked reads
         resp = await self._request("GET", path, params=q)
         if resp.status_code != 200:
             raise_for(resp)
@@ -173,6 +195,9 @@ class AsyncHttpGraph(AsyncGraph):
     ) -> list[EdgeView]:
         """Several edges at one version in one request, as the sync client's ``read_edges``."""
         body = read_edges_body(edges, at, timeout)
+        run = READING_IN.get()
+        if run is not None:
+            body["run"] = run
         resp = await self._request("POST", "/v1/read/edges", json=body)
         if resp.status_code != 200:
             try:
@@ -341,7 +366,12 @@ class AsyncHttpGraph(AsyncGraph):
 
     async def append_run_events(self, events: Sequence[dict[str, Any]]) -> None:
         payload = [{k: v for k, v in e.items() if k != "graph"} for e in events]
-        resp = await self._request("POST", "/v1/runs/events", json={"events": payload})
+        resp = await self._request(
+            "POST",
+            "/v1/runs/events",
+            json={"events": payload},
+            extensions=only_on_429(self._policy),
+        )
         if resp.status_code != 200:
             raise_for(resp)
 
@@ -362,21 +392,38 @@ class AsyncHttpGraph(AsyncGraph):
 
 
 async def aconnect(
-    url: str, token: str | None = None, *, app: Any = None, timeout: float = 30.0
+    url: str,
+    token: str | None = None,
+    *,
+    app: Any = None,
+    timeout: float = 30.0,
+    retries: int = RETRIES,
+    retry_wait: float = RETRY_WAIT,
 ) -> AsyncHttpGraph:
-    """The graph behind a claimgraph HTTP API, async (``app``: an ASGI app in process)."""
-    transport = httpx.ASGITransport(app=app) if app is not None else None
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    """The graph behind a claimgraph HTTP API, async (``app``: an ASGI app in process).
+
+    As :func:`claimgraph.sdk.http.connect`: the token's agent and one literal task are the
+    defaults of writers and runs; a 429 or 503 is retried at most ``retries`` times."""
     limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)  # no churn at 64
+    inner: httpx.AsyncBaseTransport = (
+        httpx.ASGITransport(app=app) if app is not None else httpx.AsyncHTTPTransport(limits=limits)
+    )
+    policy = retry_policy(retries, retry_wait)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     client = httpx.AsyncClient(
-        base_url=url, headers=headers, timeout=timeout, transport=transport, limits=limits
+        base_url=url,
+        headers=headers,
+        timeout=timeout,
+        transport=RetryTransport(transport=inner, retry=policy),
     )
     try:
         resp = await client.get("/v1/head")
         if resp.status_code != 200:
             raise_for(resp)
         name = str(resp.json()["graph"])
+        who = await client.get("/v1/whoami")
+        whoami = who.json() if who.status_code == 200 else None
     except BaseException:
         await client.aclose()
         raise
-    return AsyncHttpGraph(client, name)
+    return AsyncHttpGraph(client, name, policy, whoami)

@@ -11,6 +11,7 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from claimgraph.errors import InputError, UnknownSlotError
@@ -24,7 +25,11 @@ from claimgraph.service.traces import READS_REVISION, digest, jsonable
 if TYPE_CHECKING:
     from claimgraph.sdk.aio import AsyncGraph
 
-__all__ = ["AsyncRun"]
+__all__ = ["READING_IN", "AsyncRun"]
+
+# the run whose read is in progress in this task: an HTTP graph names it (``run=``), so the
+# server leaves the run's blocked reads to the run (it reports them when it ends)
+READING_IN: ContextVar[str | None] = ContextVar("claimgraph_reading_in", default=None)
 
 T = TypeVar("T")
 Walk = Literal["out", "in", "both"]
@@ -113,11 +118,14 @@ class AsyncRun:
 
     async def _read(self, op: str, args: dict[str, Any], call: Awaitable[T]) -> T:
         query = f"{op} {json.dumps(jsonable(args), sort_keys=True)}"
+        token = READING_IN.set(self.run_id)  # over HTTP: the read names this run (run=)
         try:
             result = await call
         except UnknownSlotError as exc:
             self._blocked.setdefault(exc.conflict_id, set()).add(query)
             raise
+        finally:
+            READING_IN.reset(token)
         self._note(result, query)
         self._event("read", {"query": {"op": op, "args": jsonable(args)}, "digest": digest(result)})
         return result
@@ -145,6 +153,7 @@ class AsyncRun:
                     agent=self.agent,
                     run_id=self.run_id,
                     pinned_version=self.version,
+                    task=self.task,  # the server checks the token may act in it
                 )
                 blocked += 1
         self._event("end", {"status": status, "reads": reads, "writes": writes, "blocked": blocked})
@@ -165,11 +174,14 @@ class AsyncRun:
         """Several edges as of the pinned version in one read (over HTTP, one request); each
         answer is recorded as its own ``edge`` read, as a sync run records it."""
         wanted = edge_refs(edges)
+        token = READING_IN.set(self.run_id)
         try:
             out = await self.graph.read_edges(wanted, at=self.version)
         except UnknownSlotError as exc:
             self._blocked.setdefault(exc.conflict_id, set()).add(f"read_edges {len(wanted)}")
             raise
+        finally:
+            READING_IN.reset(token)
         for (t, s, o), e in zip(wanted, out, strict=True):
             args = {"edge_type": t, "subject": list(s), "object": list(o)}
             query = f"edge {json.dumps(jsonable(args), sort_keys=True)}"

@@ -10,6 +10,15 @@ identity raise :class:`~claimgraph.errors.AuthError`.
 
 ``connect(url, token=..., app=asgi_app)`` drives an ASGI app in process through
 ``httpx.ASGITransport`` (the real app, no network), which is how the SDK tests run.
+
+The client takes the token's agent and, when the token has exactly one literal task, that
+task as the defaults of every writer and of ``run`` (``g.assert_(...)`` needs neither). It
+honours the server's limits through the transport's retries (:func:`retry_policy`,
+``httpx-retries``): a 429 is retried after its ``Retry-After``, a 503 with bounded backoff,
+at most ``retries`` times. A write is retried only with its ``command_id`` (every command
+the SDK builds carries one), so a retry is never a second command: one decided before is
+rejected as a duplicate. Trace events (no id of their own) are retried only on 429, which the
+server answers before doing any of the work.
 """
 
 from __future__ import annotations
@@ -18,10 +27,12 @@ import asyncio
 import contextlib
 import json
 import threading
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import httpx
+from httpx_retries import Retry, RetryTransport
 
 from claimgraph.core.commands import CLIENT_COMMANDS
 from claimgraph.core.model import Command, Decision
@@ -47,7 +58,40 @@ from claimgraph.service.traces import ReplayReport, RunSummary
 if TYPE_CHECKING:
     from claimgraph.service.port import GraphPort
 
-__all__ = ["HttpGraph", "connect"]
+__all__ = ["RETRIES", "RETRY_WAIT", "HttpGraph", "connect", "only_on_429", "retry_policy"]
+
+RETRIES = 3  # retries of one request after a 429 or a 503
+RETRY_WAIT = 10.0  # seconds at most between two tries (a longer Retry-After is cut to this)
+
+
+def retry_policy(retries: int = RETRIES, max_wait: float = RETRY_WAIT) -> Retry:
+    """How the SDK retries: a 429 after its ``Retry-After``, a 503 with exponential backoff
+    (and its ``Retry-After``), each wait at most ``max_wait`` seconds, at most ``retries``
+    times; a connection that could not be made (nothing was sent), too. Every request the
+    SDK sends under it is a read or a command with its id; see :func:`only_on_429`."""
+    return Retry(
+        total=retries,
+        allowed_methods=("GET", "POST"),
+        status_forcelist=(429, 503),
+        retry_on_exceptions=(httpx.ConnectError,),
+        backoff_factor=0.5,
+        max_backoff_wait=max_wait,
+        respect_retry_after_header=True,
+    )
+
+
+def only_on_429(policy: Retry) -> dict[str, Any]:
+    """The request extensions that retry only a 429 (refused before any work): for requests
+    that carry no id to make a retry harmless (trace events, run starts)."""
+    return {"retry": policy.copy_with(status_forcelist=(429,), retry_on_exceptions=())}
+
+
+def defaults_of(whoami: dict[str, Any]) -> tuple[str, str]:
+    """The agent and the default task a token's principal (``GET /v1/whoami``) gives a client:
+    its one literal task, or '' (patterns only, or several: name the task)."""
+    tasks = [str(t) for t in whoami.get("tasks", [])]
+    literal = [t for t in tasks if not any(c in t for c in "*?[")]
+    return str(whoami["agent"]), literal[0] if len(tasks) == 1 and literal else ""
 
 
 def _node_str(n: NodeLike) -> str:
@@ -239,6 +283,8 @@ def command_body(command: Command) -> tuple[str, dict[str, Any]]:
     c = dict(cast(dict[str, Any], command))
     ctype = c.pop("type", "claim")
     c.pop("graph", None)
+    if not c.get("command_id"):  # a retry must name the same command, never make a second
+        c["command_id"] = str(uuid.uuid4())
     if ctype == "claim":
         c["subject"] = f"{c.pop('subject_type')}:{c.pop('subject_id')}"
         c["object"] = f"{c.pop('object_type')}:{c.pop('object_id')}"
@@ -250,6 +296,10 @@ def command_body(command: Command) -> tuple[str, dict[str, Any]]:
 
 
 BATCH = 1000  # commands per POST /v1/commands (the server's default --max-batch)
+# the reads that can meet a quarantine: inside a run they name it (run=)
+_RUN_READS = frozenset(
+    {"/v1/edge", "/v1/slot", "/v1/neighbors", "/v1/paths", "/v1/reach", "/v1/read/edges"}
+)
 
 
 _CLIENT_TYPES = frozenset(s.type for s in CLIENT_COMMANDS)
@@ -363,12 +413,24 @@ def connect(
     *,
     app: Any = None,
     timeout: float = 30.0,
+    retries: int = RETRIES,
+    retry_wait: float = RETRY_WAIT,
 ) -> HttpGraph:
-    """A graph over the HTTP API at ``url`` (or, with ``app``, an ASGI app in process)."""
-    transport: httpx.BaseTransport | None = _SyncASGI(app) if app is not None else None
+    """A graph over the HTTP API at ``url`` (or, with ``app``, an ASGI app in process).
+
+    Writers and runs default to the token's agent and its one literal task. A 429 or 503 is
+    retried at most ``retries`` times (0: never), waiting at most ``retry_wait`` seconds
+    between tries (:func:`retry_policy`)."""
+    inner: httpx.BaseTransport = _SyncASGI(app) if app is not None else httpx.HTTPTransport()
+    policy = retry_policy(retries, retry_wait)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    client = httpx.Client(base_url=url, headers=headers, timeout=timeout, transport=transport)
-    return HttpGraph(client)
+    client = httpx.Client(
+        base_url=url,
+        headers=headers,
+        timeout=timeout,
+        transport=RetryTransport(transport=inner, retry=policy),
+    )
+    return HttpGraph(client, policy)
 
 
 class HttpGraph(GraphWrites, GraphReads, RunsMixin):
@@ -378,9 +440,14 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
     (``read_blocked``) at its end, as the governance exit conditions expect.
     """
 
-    def __init__(self, client: httpx.Client) -> None:
+    def __init__(self, client: httpx.Client, policy: Retry | None = None) -> None:
         self._http = client
+        self._policy = policy or retry_policy()
         self.name = cast(str, self._get("/v1/head")["graph"])
+        try:
+            self.default_agent, self.default_task = defaults_of(self._get("/v1/whoami"))
+        except AuthError:  # no token: reads of an open server still work; writes name agent
+            self.default_agent, self.default_task = None, ""
 
     def close(self) -> None:
         self._http.close()  # closes its transport too
@@ -405,6 +472,8 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
 
     def _get(self, path: str, **params: Any) -> Any:
         q = {k: v for k, v in params.items() if v is not None}
+        if self.blocked_run is not None and path in _RUN_READS:
+            q["run"] = self.blocked_run  # a run's read: the run reports its blocked reads
         resp = self._request("GET", path, params=q)
         if resp.status_code != 200:
             try:
@@ -500,6 +569,8 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
         :class:`~claimgraph.errors.VersionNotYetAvailable`.
         """
         body = read_edges_body(edges, at, timeout)
+        if self.blocked_run is not None:
+            body["run"] = self.blocked_run
         resp = self._request("POST", "/v1/read/edges", json=body)
         if resp.status_code != 200:
             try:
@@ -734,7 +805,9 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
             self._post_events(batch)
 
     def _post_events(self, batch: list[dict[str, Any]]) -> None:
-        resp = self._request("POST", "/v1/runs/events", json={"events": batch})
+        resp = self._request(
+            "POST", "/v1/runs/events", json={"events": batch}, extensions=only_on_429(self._policy)
+        )
         if resp.status_code != 200:
             self._raise(resp)
 

@@ -44,6 +44,11 @@ class Receipt:
     def reason(self) -> str:
         return self.decision["reason"]
 
+    @property
+    def refused(self) -> bool:
+        """Whether this is the recorded refusal of a request (a ``refused`` command)."""
+        return self.decision["command_type"] == "refused"
+
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.decision)
         d["version"] = self.version
@@ -64,10 +69,16 @@ _node = node
 
 
 class GraphWrites:
-    """Command builders; subclasses provide ``name`` and ``_one(command) -> Receipt``."""
+    """Command builders; subclasses provide ``name`` and ``_one(command) -> Receipt``.
+
+    ``agent`` and ``task`` default to :attr:`default_agent` and :attr:`default_task`: none and
+    ``""`` in process (name the agent), the token's agent and its one literal task over HTTP.
+    """
 
     name: str
     signer: Signer | None = None  # when set, every command is sent as a signed record
+    default_agent: str | None = None
+    default_task: str = ""
 
     def _one(self, command: Command) -> Receipt:
         raise NotImplementedError
@@ -76,13 +87,22 @@ class GraphWrites:
         raise NotImplementedError(f"{type(self).__name__} does not send signed records")
 
     def _send(
-        self, kind: str, agent: str, task: str, command_id: str | None, fields: dict[str, Any]
+        self,
+        kind: str,
+        agent: str | None,
+        task: str | None,
+        command_id: str | None,
+        fields: dict[str, Any],
     ) -> Receipt:
         """Build a command from the fields every command carries plus ``fields``; submit it.
 
         A field outside its declared domain raises :class:`InputError` before anything is
         sent or recorded (raw records given to ``submit`` are the governor's to judge).
         """
+        agent = self.default_agent if agent is None else agent
+        if agent is None:
+            raise InputError(f"{kind}: name the agent (agent=...): this graph has no default")
+        task = self.default_task if task is None else task
         envelope = {
             "type": kind,
             "command_id": command_id or str(uuid.uuid4()),
@@ -102,8 +122,8 @@ class GraphWrites:
         subject: NodeLike,
         obj: NodeLike,
         *,
-        agent: str,
-        task: str = "",
+        agent: str | None = None,
+        task: str | None = None,
         polarity: str = "assert",
         confidence: float = 1.0,
         evidence: Sequence[str] = (),
@@ -144,8 +164,8 @@ class GraphWrites:
         subject: NodeLike,
         obj: NodeLike,
         *,
-        agent: str,
-        task: str = "",
+        agent: str | None = None,
+        task: str | None = None,
         confidence: float = 1.0,
         evidence: Sequence[str] = (),
         reasoning: str = "",
@@ -179,8 +199,8 @@ class GraphWrites:
         subject: NodeLike,
         obj: NodeLike,
         *,
-        agent: str,
-        task: str = "",
+        agent: str | None = None,
+        task: str | None = None,
         confidence: float = 1.0,
         evidence: Sequence[str] = (),
         reasoning: str = "",
@@ -212,8 +232,8 @@ class GraphWrites:
         self,
         claim_id: str,
         *,
-        agent: str,
-        task: str = "",
+        agent: str | None = None,
+        task: str | None = None,
         reason: str = "",
         command_id: str | None = None,
     ) -> Receipt:
@@ -234,12 +254,12 @@ class GraphWrites:
         self,
         conflict_id: str,
         *,
-        agent: str,
+        agent: str | None = None,
         winner: str | None,
         resolver: str = "human",
         rationale: str = "",
         inputs: str = "",
-        task: str = "",
+        task: str | None = None,
         command_id: str | None = None,
     ) -> Receipt:
         """A resolver's verdict: ``winner`` (a claim id) or ``None`` to reject every claim.
@@ -265,7 +285,7 @@ class GraphWrites:
         self,
         conflict_id: str,
         *,
-        agent: str,
+        agent: str | None = None,
         reason: str,
         resolver: str = "human",
         command_id: str | None = None,
@@ -274,7 +294,7 @@ class GraphWrites:
         return self._send(
             "escalate",
             agent,
-            "",
+            None,
             command_id,
             {"conflict_id": conflict_id, "reason": reason, "resolver": resolver},
         )
@@ -284,15 +304,18 @@ class GraphWrites:
         conflict_id: str,
         count: int = 1,
         *,
-        agent: str = "reader",
+        agent: str | None = None,
         run_id: str | None = None,
         pinned_version: int | None = None,
+        task: str | None = None,
         command_id: str | None = None,
     ) -> Receipt:
         """Report reads of a run that hit a quarantined slot (exit conditions count them).
 
         ``pinned_version`` is the run's pinned version: from rules revision 2 on a report
-        counts only from a run pinned where the conflict was open, once per (reader, run).
+        counts only from a run pinned where the conflict was open, once per (reader, run);
+        from revision 5 a report without a run (reads outside an explicit run, at
+        ``pinned_version``) counts once per (reader, conflict). ``task`` is the run's.
         """
         fields = {
             "conflict_id": conflict_id,
@@ -300,15 +323,16 @@ class GraphWrites:
             "run_id": run_id,
             "pinned_version": -1 if pinned_version is None else pinned_version,
         }
-        return self._send("read_blocked", agent, "", command_id, fields)
+        agent = "reader" if agent is None and self.default_agent is None else agent
+        return self._send("read_blocked", agent, task, command_id, fields)
 
     def publish_schema(
         self,
         document: str,
         *,
-        agent: str,
+        agent: str | None = None,
         source: str = "<inline>",
-        task: str = "",
+        task: str | None = None,
         command_id: str | None = None,
     ) -> Receipt:
         """Publish a graph schema document (YAML) as ``agent`` (an admin)."""
@@ -328,7 +352,7 @@ class GraphWrites:
         grantee_agent: str,
         edge_type: str,
         *,
-        agent: str,
+        agent: str | None = None,
         grantee_task: str = "*",
         expires_at: int | str | None = None,
         command_id: str | None = None,
@@ -337,7 +361,7 @@ class GraphWrites:
         return self._send(
             "grant",
             agent,
-            "",
+            None,
             command_id,
             {
                 "grantee_agent": grantee_agent,
@@ -347,12 +371,14 @@ class GraphWrites:
             },
         )
 
-    def revoke(self, grant_id: str, *, agent: str, command_id: str | None = None) -> Receipt:
+    def revoke(
+        self, grant_id: str, *, agent: str | None = None, command_id: str | None = None
+    ) -> Receipt:
         """Revoke a grant (admin only)."""
         return self._send(
             "revoke",
             agent,
-            "",
+            None,
             command_id,
             {
                 "grant_id": grant_id,
@@ -365,36 +391,42 @@ class GraphWrites:
         key_agent: str,
         public_key: bytes,
         *,
-        agent: str,
+        agent: str | None = None,
         command_id: str | None = None,
     ) -> Receipt:
         """Register an Ed25519 public key (admin only); the graph then requires signatures."""
         return self._send(
             "register_key",
             agent,
-            "",
+            None,
             command_id,
             {"key_id": key_id, "key_agent": key_agent, "public_key": bytes(public_key)},
         )
 
-    def revoke_key(self, key_id: str, *, agent: str, command_id: str | None = None) -> Receipt:
+    def revoke_key(
+        self, key_id: str, *, agent: str | None = None, command_id: str | None = None
+    ) -> Receipt:
         """Revoke a signing key (admin only)."""
-        return self._send("revoke_key", agent, "", command_id, {"key_id": key_id})
+        return self._send("revoke_key", agent, None, command_id, {"key_id": key_id})
 
-    def upgrade_rules(self, to: int, *, agent: str, command_id: str | None = None) -> Receipt:
+    def upgrade_rules(
+        self, to: int, *, agent: str | None = None, command_id: str | None = None
+    ) -> Receipt:
         """Move the graph to governor rules revision ``to`` from now on (admin only).
 
         Decisions already made keep the revision they were made under; ``verify`` replays
         each under its own (:mod:`claimgraph.core.governor.revisions`).
         """
-        return self._send("upgrade_rules", agent, "", command_id, {"to": to})
+        return self._send("upgrade_rules", agent, None, command_id, {"to": to})
 
     def erase(
-        self, claim_id: str, *, agent: str, reason: str, command_id: str | None = None
+        self, claim_id: str, *, agent: str | None = None, reason: str, command_id: str | None = None
     ) -> Receipt:
         """Erase a claim's payload (evidence, reasoning, properties) from every read, for
         privacy (admin only). Not for correcting wrong data: retract or resolve for that."""
-        return self._send("erase", agent, "", command_id, {"claim_id": claim_id, "reason": reason})
+        return self._send(
+            "erase", agent, None, command_id, {"claim_id": claim_id, "reason": reason}
+        )
 
 
 class TickerWrites(GraphWrites):

@@ -80,17 +80,19 @@ def require_domain(command: Command, where: str = "") -> None:
         raise InputError(f"{where}{v.detail}")
 
 
-def declared(ctype: str, name: str) -> Any:
-    """The pydantic constraints of a command field, from its declared domain: a ``Field`` to
-    put in ``Annotated[type, declared(...)]`` (a model's bound is never written twice)."""
+def declared(ctype: str, name: str, **extra: Any) -> Any:
+    """The pydantic constraints of a command field, from its declared domain: a strict
+    ``Field`` to put in ``Annotated[type, declared(...)]`` (a model's bound is never written
+    twice; ``"0.5"`` or ``true`` is never a number). ``extra`` goes to the ``Field`` too (a
+    description)."""
     dom = COMMANDS[ctype].domains[name]
     if dom.kind in (Kind.INT, Kind.TIME):
-        return Field(ge=dom.lo, le=dom.hi)
+        return Field(ge=dom.lo, le=dom.hi, strict=True, **extra)
     if dom.kind is Kind.FLOAT:
-        return Field(ge=dom.lo, le=dom.hi, allow_inf_nan=False)
+        return Field(ge=dom.lo, le=dom.hi, allow_inf_nan=False, strict=True, **extra)
     if dom.kind is Kind.ID and not dom.empty:
-        return Field(min_length=1, max_length=dom.size)
-    return Field(max_length=dom.size)
+        return Field(min_length=1, max_length=dom.size, strict=True, **extra)
+    return Field(max_length=dom.size, strict=True, **extra)
 
 
 def _in_range(ms: int) -> int:

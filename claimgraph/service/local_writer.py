@@ -1,6 +1,11 @@
 """The writer's side of the local socket: serve other processes' writes to the graph held here.
 
-The protocol, the announcement and the client are in :mod:`claimgraph.service.local`.
+The protocol, the announcement and the client are in :mod:`claimgraph.service.local`. The
+socket authenticates its peer (mode 0600 and the peer's uid: the data directory's owner, the
+trusted local owner of :mod:`claimgraph.service.access`) and maps errors to frames; what a
+request may cost is the service layer's — the same :class:`~claimgraph.service.access.Access`
+as ``serve``'s HTTP API when serve holds the directory: requests in flight, and each run's
+trace events and bytes.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 from claimgraph.core.wire import encode_decision
 from claimgraph.errors import ClaimgraphError, ConfigError, InputError, LimitError, StorageError
 from claimgraph.logconf import events
+from claimgraph.service.access import Access, Principal
 from claimgraph.service.graph import Graph
 from claimgraph.service.local import (
     ANNOUNCEMENT,
@@ -45,6 +51,7 @@ from claimgraph.service.traces import decode_events
 __all__ = ["WriterListener", "listen", "listening"]
 
 _log = events("writer")
+OWNER = Principal("local-owner", how="local-owner")  # the socket's peer: this uid
 
 
 def _records(req: dict[str, Any]) -> list[bytes]:
@@ -124,11 +131,13 @@ class WriterListener:
         self,
         graph: Graph,
         *,
+        access: Access | None = None,
         max_request: int = MAX_REQUEST,
         max_clients: int = MAX_CLIENTS,
         timeout: float = REQUEST_TIMEOUT,
     ) -> None:
         self.graph = graph
+        self.access = access if access is not None else Access(graph)
         self.directory = graph.path
         self.max_request = max_request
         self.timeout = timeout
@@ -236,9 +245,11 @@ class WriterListener:
             self._slots.release()
 
     def dispatch(self, req: Any) -> dict[str, Any]:
-        """Carry out one request; its answer, or the error it raised as an answer."""
+        """Carry out one request (one of the local owner's in flight); its answer, or the
+        error it raised as an answer."""
         try:
-            return {"ok": True, **self._do(req)}
+            with self.access.request(OWNER):
+                return {"ok": True, **self._do(req)}
         except ClaimgraphError as exc:
             return _error(exc)
 
@@ -247,8 +258,9 @@ class WriterListener:
             raise InputError('a request is a JSON object with an "op" string')
         op = req["op"]
         g = self.graph
+        owner = self.access.of(OWNER)
         if op == "submit":
-            receipts = g.submit(_records(req))
+            receipts = owner.record(_records(req))  # records: the governor judges them
             return {
                 "receipts": [
                     [r.command_id, r.position, r.version, b64(encode_decision(r.decision))]
@@ -256,7 +268,7 @@ class WriterListener:
                 ]
             }
         if op == "runs":
-            g.append_run_events(decode_events(_records(req)))
+            owner.append_run_events(decode_events(_records(req)))  # within the run limits
             return {}
         if op == "gc":
             from claimgraph.projections.retention import gc_graph
@@ -275,22 +287,23 @@ class WriterListener:
         raise InputError(f"unknown op {op[:40]!r}; expected one of {', '.join(OPS)}")
 
 
-def listen(graph: Graph) -> WriterListener | None:
-    """A :class:`WriterListener` for ``graph``, or None (said on stderr) where the directory
-    cannot hold one (a filesystem without unix sockets): the graph works on, and other
-    processes' writes are refused with a clear error instead of reaching it."""
+def listen(graph: Graph, access: Access | None = None) -> WriterListener | None:
+    """A :class:`WriterListener` for ``graph`` (through ``access``, when other surfaces share
+    it), or None (said on stderr) where the directory cannot hold one (a filesystem without
+    unix sockets): the graph works on, and other processes' writes are refused with a clear
+    error instead of reaching it."""
     try:
-        return WriterListener(graph)
+        return WriterListener(graph, access=access)
     except (StorageError, ConfigError) as exc:
         _log.warning("writer.no_socket", path=str(graph.path), error=str(exc))
         return None
 
 
 @contextlib.contextmanager
-def listening(graph: Any) -> Iterator[WriterListener | None]:
+def listening(graph: Any, access: Access | None = None) -> Iterator[WriterListener | None]:
     """:func:`listen` for the length of a block, if ``graph`` is an embedded graph this process
     holds (anything else — a Kafka graph — has no socket: None)."""
-    listener = listen(graph) if isinstance(graph, Graph) else None
+    listener = listen(graph, access) if isinstance(graph, Graph) else None
     try:
         yield listener
     finally:

@@ -138,9 +138,10 @@ class GraphPort(Protocol):
         conflict_id: str,
         count: int = 1,
         *,
-        agent: str = "reader",
+        agent: str | None = None,
         run_id: str | None = None,
         pinned_version: int | None = None,
+        task: str | None = None,
         command_id: str | None = None,
     ) -> Receipt: ...
 

@@ -126,12 +126,18 @@ class GraphReads:
         return {k: len(v) for k, v in getattr(self, "_blocked", {}).items()}
 
     def flush_blocked(
-        self, *, agent: str = "reader", run: str | None = None, pinned: int | None = None
+        self,
+        *,
+        agent: str = "reader",
+        run: str | None = None,
+        pinned: int | None = None,
+        task: str = "",
     ) -> list[Any]:
         """Report the blocked reads noted so far (only ``run``'s when given) to the log.
 
         One ``read_blocked`` command per (run, conflict), counting distinct queries;
-        ``pinned`` is the run's pinned version.
+        ``pinned`` is the run's pinned version and ``task`` its task (over HTTP the server
+        checks that the token may act in it).
         """
         send = getattr(self, "read_blocked", None)
         if send is None:
@@ -143,7 +149,10 @@ class GraphReads:
                 key=lambda k: (k[0] or "", k[1]),
             )
             counts = [(k, len(pending.pop(k))) for k in mine]
-        return [send(k[1], n, agent=agent, run_id=k[0], pinned_version=pinned) for k, n in counts]
+        return [
+            send(k[1], n, agent=agent, run_id=k[0], pinned_version=pinned, task=task)
+            for k, n in counts
+        ]
 
     def head(self) -> int:
         raise NotImplementedError

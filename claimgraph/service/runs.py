@@ -91,18 +91,24 @@ class RunsMixin:
     def run(
         self,
         *,
-        agent: str,
-        task: str = "",
+        agent: str | None = None,
+        task: str | None = None,
         snapshot: Snapshot | None = None,
         run_id: str | None = None,
         lease: float = 3600.0,
     ) -> Run:
         """Start a run: pin a version (head, or ``snapshot``'s) and trace what it reads.
 
-        Where the graph keeps a pin registry (embedded, or Kafka with a projection), the pinned
-        version is also held against GC for ``lease`` seconds (renew with :meth:`Run.renew`);
-        the pin is released when the run ends, or lapses with its lease if the process dies.
+        ``agent`` and ``task`` default to the graph's (over HTTP: the token's agent and its
+        one literal task; in process there is none: name the agent). Where the graph keeps a
+        pin registry (embedded, or Kafka with a projection), the pinned version is also held
+        against GC for ``lease`` seconds (renew with :meth:`Run.renew`); the pin is released
+        when the run ends, or lapses with its lease if the process dies.
         """
+        agent = getattr(self, "default_agent", None) if agent is None else agent
+        if agent is None:
+            raise InputError("run: name the agent (agent=...): this graph has no default")
+        task = getattr(self, "default_task", "") if task is None else task
         return Run(self, agent=agent, task=task, snapshot=snapshot, run_id=run_id, lease=lease)
 
     def runs(self) -> list[RunSummary]:
@@ -237,7 +243,7 @@ class Run:
         # the run boundary: its blocked reads go to the log (exit conditions count runs)
         flush = getattr(self.graph, "flush_blocked", None)
         blocked = (
-            flush(agent=self.agent, run=self.run_id, pinned=self.version)
+            flush(agent=self.agent, run=self.run_id, pinned=self.version, task=self.task)
             if flush is not None
             else []
         )

@@ -42,10 +42,12 @@ pub enum Stale {
 /// Python) before anything is decided, and nothing here raises into a decision.
 /// Revision 4 changes fail-closed domains (declined here: no ``fail_closed`` fallback mode
 /// below) and conflicts that meet (declined: a claim touching a conflict is Python's).
-pub const RULES: &[i64] = &[2, 3, 4];
+/// Revision 5 changed only ``read_blocked`` (a report without a run counts once per reader
+/// and conflict), which is decided and folded in Python: claims and retracts decide as under 4.
+pub const RULES: &[i64] = &[2, 3, 4, 5];
 /// The rules revisions whose decisions the fold folds (its effects did not change between them;
 /// revision 4's merge exits come only with a conflict id, which the fold declines).
-pub const FOLD_RULES: &[i64] = &[1, 2, 3, 4];
+pub const FOLD_RULES: &[i64] = &[1, 2, 3, 4, 5];
 /// The projection row layouts ``rows`` writes (``claimgraph.projections.rows.LAYOUT``).
 pub const LAYOUTS: &[i64] = &[2];
 /// The command kinds ``decide`` decides.

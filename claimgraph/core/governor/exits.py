@@ -73,7 +73,7 @@ def read_blocked(state: GraphState, cmd: Command, d: Decision) -> None:
     conflict = open_conflict(state, c["conflict_id"])
     count = c["count"]
     if at_least(d, 2):
-        _counts_once(state, c, conflict)
+        _counts_once(state, c, conflict, d)
         count = 1  # a (reader, run, conflict) counts once, however many reads it reports
     d["kind"] = "accepted"
     d["reason"] = Reason.READ_BLOCKED.value
@@ -107,12 +107,16 @@ def read_blocked(state: GraphState, cmd: Command, d: Decision) -> None:
         )
 
 
-def _counts_once(state: GraphState, c: ReadBlockedCommand, conflict: ConflictState) -> None:
+def _counts_once(
+    state: GraphState, c: ReadBlockedCommand, conflict: ConflictState, d: Decision
+) -> None:
     """Revision 2: only a run's reads count, once per (authenticated reader, run, conflict),
     and only from a run pinned at a version where the conflict was open — all decided from
-    the command and the governor's own state, never from the runs log."""
+    the command and the governor's own state, never from the runs log. Revision 5: reads
+    outside an explicit run (no run_id; ``pinned_version`` the version read) count once per
+    (reader, conflict)."""
     run, pinned = c["run_id"], c.get("pinned_version", -1)
-    if run is None:
+    if run is None and not at_least(d, 5):
         raise Refusal(Reason.INVALID_FIELD, "a blocked read counts only from a run: run_id")
     if not 0 <= pinned <= state.known_head():
         raise Refusal(
@@ -120,17 +124,18 @@ def _counts_once(state: GraphState, c: ReadBlockedCommand, conflict: ConflictSta
             f"pinned_version must be the run's pinned version, 0..{state.known_head()}; "
             f"got {pinned}",
         )
+    what = f"run {run[:80]!r}" if run is not None else "a read outside a run"
     if pinned < conflict.opened_at:
         raise Refusal(
             Reason.NOT_BLOCKED,
-            f"run {run[:80]!r} is pinned at version {pinned}, before conflict "
-            f"{conflict.conflict_id!r} opened at version {conflict.opened_at}: its reads did "
+            f"{what} is at version {pinned}, before conflict "
+            f"{conflict.conflict_id!r} opened at version {conflict.opened_at}: it did "
             "not meet it",
         )
-    if reader_key(c["agent"], run) in conflict.readers:
+    if reader_key(c["agent"], run or "") in conflict.readers:
         raise Refusal(
             Reason.ALREADY_COUNTED,
-            f"run {run[:80]!r} of {c['agent'][:80]!r} was counted for {conflict.conflict_id!r}",
+            f"{what} of {c['agent'][:80]!r} was counted for {conflict.conflict_id!r}",
         )
 
 

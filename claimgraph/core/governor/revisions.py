@@ -21,6 +21,8 @@ Revisions:
    unexpectedly is a recorded ``internal_error`` rejection (see :data:`CHANGES`).
 4. Fail closed for disagreement (DESIGN §2): an undisputed claim in a fail-closed domain is
    decided as in any domain; conflicts that meet merge.
+5. Runs are explicit: a ``read_blocked`` without a run (reads outside an explicit run) counts
+   once per (reader, conflict), so an agent polling a quarantined slot is not an escalation.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from claimgraph.core.model import Decision
 __all__ = ["CHANGES", "CURRENT", "LEGACY", "at_least"]
 
 LEGACY = 1
-CURRENT = 4
+CURRENT = 5
 
 # What each revision changed, for `claimgraph rules show` and the docs.
 CHANGES: dict[int, tuple[str, ...]] = {
@@ -73,6 +75,11 @@ CHANGES: dict[int, tuple[str, ...]] = {
         "and the others close as 'merged into <id>' (recorded as merge exits) instead of the "
         "claim being rejected conflict_overlap; a command naming a merged conflict is rejected "
         "naming the one it was merged into",
+    ),
+    5: (
+        "read_blocked without a run_id (reads outside an explicit run, reported at the version "
+        "read as pinned_version) counts once per (authenticated reader, conflict) and never "
+        "as a run (escalate_after_runs); under revisions 2 to 4 it is rejected invalid_field",
     ),
 }
 
