@@ -65,7 +65,6 @@ TimeoutQuery = Annotated[
     float, Query(ge=0, le=30, description="Seconds to wait for `at` to be applied.")
 ]
 Id = Annotated[str, Field(min_length=1, max_length=LIMITS["id"])]
-RUN_EVENT_PAYLOAD = 256 * 1024  # characters of one trace event's payload
 WHAT_IF_SECONDS = 300.0  # the longest time bound a dry-run publish may ask for
 RUN_EVENTS_PER_REQUEST = 10_000  # the model's hard bound; HttpLimits.max_run_events is lower
 Text = Annotated[str, Field(max_length=LIMITS["reasoning"])]
