@@ -64,6 +64,7 @@ INVENTORY: list[tuple[str, str, str]] = [
     ("yaml", "principals: {admins: [platform-admin]", "test_readme::test_schema_blocks"),
     ("bash", "rules upgrade --to 2", "test_readme::test_rules_and_digest_blocks"),
     ("bash", "digest --at 1200 --json", "test_readme::test_rules_and_digest_blocks"),
+    ("bash", "schema what-if proposed.yaml --agent ADMIN", "test_readme::test_what_if_block"),
     ("yaml", "principals: {admins: [payments-admin]", "test_readme::test_schema_blocks"),
     ("bash", "claimgraph governor --metrics-port 9108 &", "test_readme::test_kafka_block"),
     ("bash", "up -d --build", "test_compose::test_compose_commands_run_against_a_real_broker"),
@@ -427,6 +428,35 @@ def test_rules_and_digest_blocks(workdir: Path) -> None:
         script = block("bash", "digest --at 1200 --json").replace("1200", v)
         sh.run(script.replace("DIGEST", digest))
     assert any(w[3:5] == ["verify", "--digest"] for w, _ in sh.ran)
+
+
+def test_what_if_block(workdir: Path) -> None:
+    """schema what-if on a copy of a graph, of its schema in force with one writer removed: the
+    report lists decisions that differ, the JSON form says the same, the graph is unchanged."""
+    from tests.legacy import legacy_graphs, restore
+
+    assert "inventory" in legacy_graphs()
+    restore(workdir / "platform", "inventory")
+    with shell(workdir) as sh:
+        shown = sh.check(["claimgraph", "--data", "./platform", "schema", "show", "--json"])
+        doc = yaml.safe_load(json.loads(shown.stdout)["document"])
+        admin = doc["principals"]["admins"][0]
+        edge = next(e for e in doc["edge_types"] if e["name"] == "service_owns_database")
+        edge["writers"] = [w for w in edge["writers"] if w["agent"] != "dba-agent"]
+        (workdir / "proposed.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+        start = "1"  # v9: dba-agent's claim, quarantined as logged, would be rejected
+        files = sorted(p for p in (workdir / "platform").rglob("*") if p.is_file())
+        before = {p: p.read_bytes() for p in files}  # after schema show opened the graph
+        sh.run(block("bash", "schema what-if proposed.yaml --agent ADMIN")
+               .replace("ADMIN", admin).replace("--from 40", f"--from {start}"))  # fmt: skip
+    (text, as_json) = [r.stdout for w, r in sh.ran if "what-if" in w]
+    report = json.loads(as_json)
+    assert report["from"] == int(start) and report["complete"] is True
+    assert report["decisions"]["rejected"]["count"] == 2, report  # v9 and its resolve, v10
+    assert report["no_longer_needed"]["count"] == 1 and report["conflicts"]["vanish"]["count"] == 1
+    assert "decisions differ" in text and "what-if of proposed.yaml" in text
+    after = {p: p.read_bytes() for p in sorted((workdir / "platform").rglob("*")) if p.is_file()}
+    assert after == before
 
 
 def test_kafka_block(kafka_broker: KafkaBroker, workdir: Path) -> None:
