@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 import claimgraph
+from claimgraph.core.wire import encode_command
+from claimgraph.errors import InputError
 from claimgraph.logs.embedded import open_rdict
 from claimgraph.projections.checkpoints import checkpoint_graph, list_checkpoints
 from claimgraph.projections.reader import ProjectionReader
@@ -128,10 +130,18 @@ def test_erase_on_an_empty_graph_is_rejected(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("bad", ["", "a\x00b"])
 def test_erase_with_a_bad_claim_id_is_rejected(tmp_path: Path, bad: str) -> None:
-    """An empty or unprintable claim id is rejected with invalid_id."""
+    """An empty or unprintable claim id is outside the declared domain: the keyword writer
+    refuses it before sending (nothing recorded); as a raw record it is rejected invalid_id."""
     g = _graph(tmp_path / "g")
     try:
-        assert g.erase(bad, agent="admin", reason="x").reason == "invalid_id"
+        head = g.head()
+        with pytest.raises(InputError, match="claim_id"):
+            g.erase(bad, agent="admin", reason="x")
+        assert g.head() == head
+        raw = {"type": "erase", "command_id": "e-bad", "graph": "test", "agent": "admin",
+               "task": "", "claim_id": bad, "reason": "x"}  # fmt: skip
+        (r,) = g.submit([encode_command(raw)])  # type: ignore[arg-type]
+        assert (r.kind, r.reason, r.version) == ("rejected", "invalid_id", head + 1)
     finally:
         g.close()
 
