@@ -75,6 +75,44 @@ def kafka_place(
         )
 
 
+@kafka_app.command("acls")
+def kafka_acls(
+    role: Annotated[
+        str,
+        typer.Option(help="operator, governor, projector, writer or agent (signs its own commands)."),
+    ],
+    principal: Annotated[
+        str, typer.Option(help="The Kafka principal the process authenticates as: User:NAME.")
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the grants as JSON.")] = False,
+) -> None:
+    """Print the kafka-acls.sh commands that grant a role exactly what it needs (offline)."""
+    from claimgraph.logs.kafka_acls import grants, kafka_acls_commands
+
+    ctx = CTX
+    try:
+        found = grants(role, ctx.prefix)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if as_json:
+        emit(
+            [
+                {
+                    "resource": g.resource,
+                    "name": g.name,
+                    "pattern": g.pattern,
+                    "operations": list(g.operations),
+                    "principal": principal,
+                    "why": g.why,
+                }
+                for g in found
+            ]
+        )
+        return
+    for line in kafka_acls_commands(principal, role, ctx.prefix, ctx.bootstrap or "BOOTSTRAP"):
+        say(line)
+
+
 @kafka_app.command("status")
 def kafka_status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
