@@ -22,11 +22,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, AdminClient
-from confluent_kafka.admin import ResourcePatternType, ResourceType
+from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
+import claimgraph
 from claimgraph.core.wire import encode_command
 from claimgraph.logs.kafka import KafkaConfig
 from claimgraph.logs.kafka_acls import (
@@ -38,7 +46,7 @@ from claimgraph.logs.kafka_acls import (
 )
 from tests.conftest import ROOT
 from tests.kafka_fixtures import ACL_USERS
-from tests.kafka_helpers import Decisions, wait_projected
+from tests.kafka_helpers import Decisions, free_port, wait_projected
 
 if TYPE_CHECKING:
     from kafka_broker import KafkaBroker
@@ -186,7 +194,9 @@ def test_each_process_works_with_exactly_its_role_s_acls(
         ) as pj,
     ):
         w = env["writer"]
-        assert "ACCEPTED" in _ok(_cli(["schema", "apply", INVENTORY, "--agent", "platform-admin"], w))
+        assert "ACCEPTED" in _ok(
+            _cli(["schema", "apply", INVENTORY, "--agent", "platform-admin"], w)
+        )
         out = _ok(
             _cli(
                 ["assert", "deployment_target", "service:checkout", "environment:prod",
@@ -202,6 +212,33 @@ def test_each_process_works_with_exactly_its_role_s_acls(
             w,
         )  # fmt: skip
         assert json.loads(_ok(got))["state"] == "present"
+        # serve, as the writer: its lease group, its writes and reads over HTTP
+        port = free_port()
+        log = tmp_path / "serve.log"
+        with _process(
+            ["--data", str(proj), "serve", "--port", str(port), "--tick", "3600"], w, log
+        ) as api:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 180
+            while True:
+                assert api.poll() is None, log.read_text()
+                try:
+                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)  # polling an HTTP server coming up, not a timing guess
+            doc = json.loads((proj / "tokens.json").read_text())
+            token = next(e for e in doc["tokens"] if "admin" in e.get("roles", []))
+            with claimgraph.connect(url, token=token["token"]) as c:
+                g = c.grant("release-bot", "deployment_target", agent=token["agent"])
+                assert (g.kind, g.reason) == ("accepted", "granted"), g
+                edge = c.edge(
+                    "deployment_target", "service:checkout", "environment:prod", at=version
+                )
+                assert edge.state == "present"
+            assert api.poll() is None, log.read_text()
 
         status = json.loads(_ok(_cli(["kafka", "status", "--json"], env["operator"])))
         assert status["graphs"][GRAPH]["status"] == "operator", status
@@ -251,8 +288,10 @@ def test_the_howto_carries_the_table_the_test_applies() -> None:
     """docs/how-to/kafka.md's ACL table is markdown_table(), line for line."""
     text = HOWTO.read_text()
     table = markdown_table()
-    assert table in text, "regenerate the table: python -c 'from claimgraph.logs.kafka_acls " \
+    assert table in text, (
+        "regenerate the table: python -c 'from claimgraph.logs.kafka_acls "
         "import markdown_table; print(markdown_table())'"
+    )
     # one table, not a stale copy beside it
     assert len(re.findall(r"^\| role \| resource \|", text, re.MULTILINE)) == 1
 

@@ -79,7 +79,9 @@ def kafka_place(
 def kafka_acls(
     role: Annotated[
         str,
-        typer.Option(help="operator, governor, projector, writer or agent (signs its own commands)."),
+        typer.Option(
+            help="operator, governor, projector, writer or agent (signs its own commands)."
+        ),
     ],
     principal: Annotated[
         str, typer.Option(help="The Kafka principal the process authenticates as: User:NAME.")

@@ -102,7 +102,6 @@ _TABLE: dict[str, list[Grant]] = {
         _topic("commands", ("READ",), "its input"),
         _topic("decisions", ("READ", "WRITE", "DESCRIBE_CONFIGS"), "its output, folded at start"),
         _topic("placements", ("READ",), "the layout; membership of its presence group"),
-        _topic("runs", ("DESCRIBE",), "the layout check describes every topic"),
         Grant(
             "group",
             "{prefix}-governor-p",
@@ -120,10 +119,9 @@ _TABLE: dict[str, list[Grant]] = {
         *_fixed("reader", "probe"),
     ],
     "projector": [
-        _topic("commands", ("DESCRIBE",), "the layout check"),
+        _topic("commands", ("DESCRIBE",), "the layout check: the topic is the one init made"),
         _topic("decisions", ("READ",), "its input"),
         _topic("placements", ("READ",), "the registry, verified against decisions"),
-        _topic("runs", ("DESCRIBE",), "the layout check"),
         Grant(
             "group",
             "{prefix}-projector-",
@@ -165,13 +163,9 @@ def grants(role: str, prefix: str = "claimgraph") -> list[Grant]:
 def bindings(principal: str, role: str, prefix: str = "claimgraph") -> list[object]:
     """confluent-kafka ``AclBinding``s (allow, any host) of :func:`grants`, for
     ``AdminClient.create_acls``; ``principal`` as Kafka writes it (``User:alice``)."""
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        ResourcePatternType,
-        ResourceType,
-    )
+    # the private modules: confluent_kafka.admin re-exports these without marking them so
+    from confluent_kafka.admin._acl import AclBinding, AclOperation, AclPermissionType
+    from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
 
     kinds = {
         "topic": ResourceType.TOPIC,
@@ -227,7 +221,5 @@ def markdown_table(roles: Sequence[str] = ROLES, prefix: str = "claimgraph") -> 
     for role in roles:
         for g in grants(role, prefix):
             ops = ", ".join(_ACLS_OPERATION[o] for o in g.operations)
-            lines.append(
-                f"| {role} | {g.resource} | `{g.name}` | {g.pattern} | {ops} | {g.why} |"
-            )
+            lines.append(f"| {role} | {g.resource} | `{g.name}` | {g.pattern} | {ops} | {g.why} |")
     return "\n".join(lines)
