@@ -7,8 +7,11 @@ Register them once, in ``tests/conftest.py``::
 * ``kafka_broker`` (session): one broker+controller node, replication factor 1, started once in
   a temporary directory (its ``server.log`` is there) and stopped at the end of the session.
 * ``kafka_sasl_broker`` (session): the same, with its client listener asking SASL_PLAINTEXT /
-  PLAIN credentials (``SASL_USER``, ``SASL_PASSWORD``); ``kafka_tls_broker``: SASL_SSL, TLS
-  with a development CA (``.ca_path``).
+  PLAIN credentials (``SASL_USER``, ``SASL_PASSWORD``) and authorizing them: the standard
+  authorizer, no ACL means no access, ``SASL_USER`` (and ``User:ANONYMOUS``, the plaintext
+  internal and controller listeners) super users. ``ACL_USERS`` has one more user per role of
+  :mod:`claimgraph.logs.kafka_acls`, with no ACL until a test creates them.
+  ``kafka_tls_broker``: SASL_SSL, TLS with a development CA (``.ca_path``), no authorizer.
 * ``kafka_cluster`` (per test, over one session-wide cluster): three nodes, each broker and
   controller voter, replication factor 3 and ``min.insync.replicas=2``. A test may stop, kill
   or restart nodes; before the next test every node is running again and every partition is
@@ -37,6 +40,8 @@ if TYPE_CHECKING:
     from kafka_broker import KafkaBroker, KafkaCluster
 
 __all__ = [
+    "ACL_USERS",
+    "AUTHORIZER",
     "KAFKA_FIXTURES",
     "in_ci",
     "kafka_broker",
@@ -58,6 +63,18 @@ KAFKA_FIXTURES = frozenset(
     }
 )
 SASL_USER, SASL_PASSWORD = "claimgraph", "claimgraph-secret"
+# role → (user, password): SASL users of the authorizing broker with no ACL of their own
+ACL_USERS = {
+    role: (f"cg-{role}", f"{role}-secret")
+    for role in ("operator", "governor", "projector", "writer", "agent")
+}
+AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "false",
+    # the admin user; ANONYMOUS is whoever uses the plaintext INTERNAL and CONTROLLER
+    # listeners: the broker itself and the tool's readiness checks
+    "super.users": f"User:{SASL_USER};User:ANONYMOUS",
+}
 
 
 def _tool() -> ModuleType:
@@ -115,11 +132,14 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
 @pytest.fixture(scope="session")
 def kafka_sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     """A single-node broker whose client listener asks SASL_PLAINTEXT / PLAIN credentials
-    (``SASL_USER`` / ``SASL_PASSWORD``; ``.client_config()`` gives a client's properties)."""
+    (``SASL_USER`` / ``SASL_PASSWORD``, a super user; ``.client_config(user)`` gives a
+    client's properties) and authorizes them with ACLs (``ACL_USERS``, ``AUTHORIZER``)."""
     kb = _tool()
     try:
         broker: KafkaBroker = kb.KafkaBroker(
-            tmp_path_factory.mktemp("kafka-sasl"), sasl_users={SASL_USER: SASL_PASSWORD}
+            tmp_path_factory.mktemp("kafka-sasl"),
+            sasl_users={SASL_USER: SASL_PASSWORD, **dict(ACL_USERS.values())},
+            properties=AUTHORIZER,
         )
         broker.start()
     except kb.BrokerError as exc:

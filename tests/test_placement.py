@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from claimgraph.core.chain import command_digest
-from claimgraph.core.governor.placement import BAD_KEY, UNKEYED, _bound
+from claimgraph.core.governor.placement import BAD_KEY, UNKEYED, UNPLACED, _bound, route
 from claimgraph.core.governor.revisions import CURRENT
 from claimgraph.core.model import LIMITS, Decision
 from claimgraph.core.state import GraphState
@@ -27,15 +27,16 @@ from tests.conftest import SCHEMA
 from tests.strategies import GRAPH, Stream, streams
 
 T0 = 1_800_000_000_000
+OPERATOR = "claimgraph-kafka"  # the operator every Partition's governor is configured with
 
 
-def _place(graph: str, partition: int, cid: str = "place-1") -> bytes:
+def _place(graph: str, partition: int, cid: str = "place-1", agent: str = OPERATOR) -> bytes:
     return encode_command(
         {
             "type": "place",
             "command_id": cid,
             "graph": graph,
-            "agent": "claimgraph-kafka",
+            "agent": agent,
             "task": "place",
             "partition": partition,
         }
@@ -93,7 +94,13 @@ class Partition:
     def decide(self, data: bytes) -> Decision:
         rules = self.rules if self.state.rules is None else None
         d = decide(
-            self.state, data, self.offset, T0 + self.offset, rules=rules, partition=self.partition
+            self.state,
+            data,
+            self.offset,
+            T0 + self.offset,
+            rules=rules,
+            partition=self.partition,
+            operator=OPERATOR,
         )
         evolve(self.state, d, self.offset, encode_decision(d))
         self.offset += 1
@@ -244,3 +251,105 @@ def test_the_size_bound_is_never_below_a_decision_size(stream: Stream, grow: int
         d = decide(state, data, i, t)
         assert _bound(d, len(data)) >= len(encode_decision(d))
         state.evolve(d, i)
+
+
+def test_only_the_operator_places_a_graph_under_revision_6() -> None:
+    """Revision 6: a place by another agent is rejected not_operator and places nothing."""
+    p = Partition("refunds", 3)
+    d = p.decide(_place("refunds", 3, "place-rogue", agent="rogue-agent"))
+    assert (d["kind"], d["reason"], d["rules"]) == ("rejected", "not_operator", 6)
+    assert "rogue-agent" in d["detail"] and OPERATOR in d["detail"]
+    assert p.state.placed is None
+    assert p.decide(_publish("refunds"))["reason"] == "misrouted"  # rogue's schema: refused
+    assert p.decide(_place("refunds", 3))["reason"] == "placed"
+    assert p.state.placed == 3
+
+
+def test_without_a_configured_operator_nobody_places() -> None:
+    """Revision 6 with no operator (``operator=None``): every place is not_operator."""
+    st = GraphState("refunds")
+    d = decide(st, _place("refunds", 0), 0, T0, partition=0)
+    assert (d["kind"], d["reason"]) == ("rejected", "not_operator")
+    assert "no operator is configured" in d["detail"]
+
+
+def test_revision_5_keeps_accepting_anyone_s_place() -> None:
+    """Placements decided under revision 5 stay as they were: any agent's place is accepted."""
+    p = Partition("refunds", 3, rules=5)
+    d = p.decide(_place("refunds", 3, agent="rogue-agent"))
+    assert (d["kind"], d["reason"], d["rules"]) == ("accepted", "placed", 5)
+
+
+def test_a_place_is_signed_when_signatures_are_required_under_revision_6() -> None:
+    """Revision 6: an unsigned place of a graph whose schema requires signatures is refused
+    (revision 5 exempted it)."""
+    signed = SCHEMA.replace("  admins: [admin]\n", "  admins: [admin]\n  signatures: required\n")
+    for rules, reason in ((6, "unsigned"), (5, "placed")):
+        p = Partition("refunds", 3, rules=rules)
+        assert p.decide(_place("refunds", 3))["reason"] == "placed"
+        publish = encode_command(
+            {
+                "type": "publish_schema",
+                "command_id": "s-signed",
+                "graph": "refunds",
+                "agent": "admin",
+                "task": "",
+                "document": signed,
+                "source": "s.yaml",
+            }
+        )
+        assert p.decide(publish)["kind"] == "accepted"
+        again = p.decide(_place("refunds", 3, "place-2"))
+        assert again["reason"] == reason, (rules, again["detail"])
+
+
+def _route(states: dict[str, GraphState], key: bytes | None, data: bytes, offset: int) -> Any:
+    graph, d = route(states, key, data, offset, T0 + offset, decide, partition=0, operator=OPERATOR)
+    evolve(states[graph], d, states[graph].decisions, encode_decision(d))
+    return graph, d
+
+
+def test_records_of_no_graph_share_one_bucket_that_remembers_nothing() -> None:
+    """Revision 6: distinct unplaced keys (and rogue places) are decided in one bucket whose
+    state does not grow: no graph per key, no command id, no offsets."""
+    states: dict[str, GraphState] = {}
+    for i in range(200):
+        graph, d = _route(states, f"junk-{i}".encode(), _claim(f"junk-{i}", f"c{i}"), i)
+        assert (graph, d["graph"], d["reason"]) == (UNPLACED, UNPLACED, "misrouted")
+        assert d["command_id"] == "" and f"'junk-{i}'" in d["detail"]
+    graph, d = _route(states, b"refunds", _place("refunds", 0, "p-r", agent="rogue"), 200)
+    assert (graph, d["reason"]) == (UNPLACED, "not_operator")
+    for key in (None, b"_x"):
+        assert _route(states, key, _claim("refunds", "c-bad"), 201)[0] == UNPLACED
+    assert set(states) == {UNPLACED}
+    bucket = states[UNPLACED]
+    assert bucket.other_commands == set() and bucket.offsets is None and not bucket.claims
+    graph, d = _route(states, b"refunds", _place("refunds", 0), 203)  # the operator's place
+    assert (graph, d["reason"]) == ("refunds", "placed") and states["refunds"].placed == 0
+    assert _route(states, b"refunds", _publish("refunds"), 204)[1]["kind"] == "accepted"
+
+
+def test_the_bucket_is_a_hash_chain_of_its_own() -> None:
+    """Each bucket decision links to the bucket's previous one."""
+    states: dict[str, GraphState] = {}
+    _, first = _route(states, b"a", _claim("a", "c1"), 0)
+    chain = states[UNPLACED].chain.hex()
+    _, second = _route(states, b"b", _claim("b", "c2"), 1)
+    assert first["prev_hash"] != second["prev_hash"] == chain
+
+
+def test_keys_decided_before_revision_6_stay_graphs_of_their_own() -> None:
+    """A key decided in a fresh state under revision 5 keeps that state (old logs replay)."""
+    states: dict[str, GraphState] = {}
+    graph, d = route(
+        states,
+        b"junk",
+        _claim("junk", "c1"),
+        0,
+        T0,
+        decide,
+        partition=0,
+        operator=OPERATOR,
+        rules=5,
+    )
+    assert (graph, d["rules"], d["command_id"]) == ("junk", 5, "c1") and "junk" in states

@@ -67,6 +67,7 @@ INVENTORY: list[tuple[str, str, str]] = [
     ("bash", "schema what-if proposed.yaml --agent ADMIN", "test_readme::test_what_if_block"),
     ("yaml", "principals: {admins: [payments-admin]", "test_readme::test_schema_blocks"),
     ("bash", "claimgraph governor --metrics-port 9108 &", "test_readme::test_kafka_block"),
+    ("bash", "--operator ops kafka place --partition 2", "test_readme::test_operator_block"),
     ("bash", "up -d --build", "test_compose::test_compose_commands_run_against_a_real_broker"),
     ("toml", "# claimgraph.toml", "test_readme::test_configuration_blocks"),
     ("bash", "claimgraph config show", "test_readme::test_configuration_blocks"),
@@ -485,6 +486,38 @@ def test_kafka_block(kafka_broker: KafkaBroker, workdir: Path) -> None:
         assert (
             "reads need a projection: pass --data DIR" in r.stderr and "Traceback" not in r.stderr
         )
+
+
+def test_operator_block(kafka_broker: KafkaBroker, workdir: Path) -> None:
+    """The operator's place and status, with the partition's governor configured with the
+    same operator: status says the graph is placed by it (once its place is decided)."""
+    from claimgraph.logs.kafka import KafkaConfig
+    from tests.kafka_helpers import wait_all_decided
+
+    prefix = f"readme{uuid.uuid4().hex[:8]}"
+    cfg = KafkaConfig(kafka_broker.bootstrap, prefix=prefix)
+
+    def decided_first(line: str) -> bool:
+        if "kafka status" in line:  # a person looks once the governor decided the place
+            wait_all_decided(cfg, 2)
+        return False
+
+    with shell(workdir, hook=decided_first) as sh:
+        sh.env |= {
+            "CLAIMGRAPH_BOOTSTRAP": kafka_broker.bootstrap,
+            "CLAIMGRAPH_PREFIX": prefix,
+            "CLAIMGRAPH_GRAPH": "platform",
+        }
+        sh.check(["claimgraph", "kafka", "init", "--partitions", "4"])
+        sh.background.append(
+            sh.spawn(["claimgraph", "--operator", "ops", "governor", "--partition", "2"])
+        )
+        sh.run(block("bash", "--operator ops kafka place --partition 2"))
+        assert sh.background[0].poll() is None, (workdir / "bg-0.log").read_text()
+    (status,) = [json.loads(r.stdout) for w, r in sh.ran if w[-2:] == ["status", "--json"]]
+    row = status["graphs"]["platform"]
+    assert (row["partition"], row["status"]) == (2, "operator"), row
+    assert "'ops'" in row["detail"], row
 
 
 def test_configuration_blocks(kafka_sasl_broker: KafkaBroker, workdir: Path) -> None:

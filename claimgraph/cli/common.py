@@ -141,6 +141,7 @@ class _Ctx:
     bootstrap: str | None = None
     graph: str = DEFAULT_GRAPH
     prefix: str = "claimgraph"
+    operator: str = "claimgraph-kafka"
     config: ConfigFile = ConfigFile()
     sources: dict[str, Setting] = {}  # noqa: RUF012 - reset by the root callback
     kafka_settings: dict[str, Setting] = {}  # noqa: RUF012
@@ -161,6 +162,7 @@ class _Ctx:
             self.bootstrap,
             prefix=self.prefix,
             extra={k: str(s.value) for k, s in self.kafka_settings.items()},
+            operator=self.operator,
         )
         if self._checked != cfg:
             check_cluster(cfg)
@@ -256,6 +258,15 @@ def _root(
     prefix: Annotated[
         str, typer.Option("--prefix", envvar="CLAIMGRAPH_PREFIX", help="Kafka topic prefix.")
     ] = "claimgraph",
+    operator: Annotated[
+        str,
+        typer.Option(
+            "--operator",
+            envvar="CLAIMGRAPH_OPERATOR",
+            help="Kafka runtime: the agent that places graphs. Governors accept a place only "
+            "from it; writers and readers trust only its placements (set it alike everywhere).",
+        ),
+    ] = "claimgraph-kafka",
     kafka_property: Annotated[
         list[str] | None,
         typer.Option(
@@ -308,6 +319,7 @@ def _root(
     CTX.bootstrap = bootstrap
     CTX.graph = graph
     CTX.prefix = prefix
+    CTX.operator = operator
     CTX._checked = None
     CTX.sources = {
         "config": Setting(

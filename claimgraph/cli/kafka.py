@@ -36,6 +36,7 @@ def kafka_init(
         partitions=partitions,
         replication=replication,
         extra=base.extra,
+        operator=base.operator,
     )
     for line in init_topics(cfg):
         say(line)
@@ -50,9 +51,13 @@ def kafka_place(
             "it before placement, crc32 of its name over the partitions of the first init)."
         ),
     ] = None,
-    agent: Annotated[str, typer.Option(help="Who places it (recorded in the log).")] = (
-        "claimgraph-kafka"
-    ),
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            help="Who places it (recorded in the log; default: --operator, the only agent "
+            "whose place governors accept)."
+        ),
+    ] = None,
 ) -> None:
     """Place the --graph on one partition, once: writers then produce only there."""
     from claimgraph.logs.kafka_layout import place_graph
@@ -70,13 +75,52 @@ def kafka_place(
         )
 
 
+@kafka_app.command("acls")
+def kafka_acls(
+    role: Annotated[
+        str,
+        typer.Option(
+            help="operator, governor, projector, writer or agent (signs its own commands)."
+        ),
+    ],
+    principal: Annotated[
+        str, typer.Option(help="The Kafka principal the process authenticates as: User:NAME.")
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the grants as JSON.")] = False,
+) -> None:
+    """Print the kafka-acls.sh commands that grant a role exactly what it needs (offline)."""
+    from claimgraph.logs.kafka_acls import grants, kafka_acls_commands
+
+    ctx = CTX
+    try:
+        found = grants(role, ctx.prefix)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if as_json:
+        emit(
+            [
+                {
+                    "resource": g.resource,
+                    "name": g.name,
+                    "pattern": g.pattern,
+                    "operations": list(g.operations),
+                    "principal": principal,
+                    "why": g.why,
+                }
+                for g in found
+            ]
+        )
+        return
+    for line in kafka_acls_commands(principal, role, ctx.prefix, ctx.bootstrap or "BOOTSTRAP"):
+        say(line)
+
+
 @kafka_app.command("status")
 def kafka_status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Each partition's head, governor lag and live governor (and the --graph's partition)."""
-    from confluent_kafka import Consumer, TopicPartition
-
+    """Each partition's head, governor lag and live governor, and each graph's placement as
+    the log confirms it (placed by the operator, before rules revision 6, or refused)."""
     from claimgraph.logs.kafka import topic_partitions
     from claimgraph.logs.kafka_layout import check_layout
     from claimgraph.streams.kafka import live_governors
@@ -85,54 +129,40 @@ def kafka_status(
     cfg = ctx.kafka()
     registry = check_layout(cfg)
     parts = topic_partitions(cfg, cfg.commands_topic)
+    decision_parts = topic_partitions(cfg, cfg.decisions_topic)
     alive = live_governors(cfg, range(parts))
-    rows: list[dict[str, Any]] = []
-    for p in range(parts):
-        c = Consumer(
-            cfg.client(**{"group.id": f"{cfg.prefix}-governor-p{p}", "enable.auto.commit": False})
-        )
-        try:
-            _, cmd_end = c.get_watermark_offsets(
-                TopicPartition(cfg.commands_topic, p), timeout=10, cached=False
-            )
-            _, dec_end = c.get_watermark_offsets(
-                TopicPartition(cfg.decisions_topic, p), timeout=10, cached=False
-            )
-            committed = c.committed([TopicPartition(cfg.commands_topic, p)], timeout=10)[0]
-        finally:
-            c.close()
-        position = committed.offset if committed.offset >= 0 else 0
-        rows.append(
-            {
-                "partition": p,
-                "commands_end": cmd_end,
-                "decided_up_to": position,
-                "lag": max(0, cmd_end - position),
-                "decisions_end": dec_end,
-                # a governor alive now (in its presence group), else none: never a dead one
-                "governor_owner": alive[p][0] if alive[p] else None,
-                "governors_alive": alive[p],
-                "last_committed_by": committed.metadata or None,
-            }
-        )
+    rows = [_partition_row(cfg, p, p < decision_parts, alive[p]) for p in range(parts)]
+    graphs = {g: _placement_row(cfg, g, registry) for g in sorted(registry.placements)}
     graph_partition = registry.placements.get(ctx.graph)
+    problems = []
+    if decision_parts != parts:
+        problems.append(
+            f"{cfg.commands_topic} has {parts} partitions and {cfg.decisions_topic} "
+            f"{decision_parts}: the layout is half grown (claimgraph kafka init --partitions "
+            f"{max(parts, decision_parts)} finishes it)"
+        )
     if as_json:
         emit(
             {
                 "bootstrap": cfg.bootstrap,
                 "prefix": cfg.prefix,
+                "operator": cfg.operator,
                 "graph": ctx.graph,
                 "graph_partition": graph_partition,
                 "placements": registry.placements,
+                "graphs": graphs,
                 "partitions": rows,
+                "problems": problems,
             }
         )
         return
     where = "not placed" if graph_partition is None else f"on partition {graph_partition}"
     say(
         f"{cfg.bootstrap} prefix {cfg.prefix}: graph {ctx.graph!r} is {where}; "
-        f"{len(registry.placements)} graph(s) placed"
+        f"{len(registry.placements)} graph(s) placed (operator {cfg.operator!r})"
     )
+    for problem in problems:
+        say(f"  problem: {problem}")
     for r in rows:
         if r["governors_alive"]:
             owner = f"governor {', '.join(r['governors_alive'])} (alive)"
@@ -140,10 +170,77 @@ def kafka_status(
             owner = f"no governor running (last: {r['last_committed_by']})"
         else:
             owner = "no governor running"
+        dec = (
+            "no decisions partition"
+            if r["decisions_end"] is None
+            else (f"decisions end {r['decisions_end']}")
+        )
         say(
-            f"  p{r['partition']}: decisions end {r['decisions_end']}, commands "
+            f"  p{r['partition']}: {dec}, commands "
             f"{r['decided_up_to']}/{r['commands_end']} decided (lag {r['lag']}), {owner}"
         )
+    for g, row in graphs.items():
+        say(f"  graph {g!r} → p{row['partition']}: {row['status']} ({row['detail']})")
+
+
+def _partition_row(cfg: Any, p: int, has_decisions: bool, alive: list[str]) -> dict[str, Any]:
+    """One commands partition's ends, decided position and governors (its decisions partition
+    may be missing while a grow is half done: reported, never an error)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(
+        cfg.client(**{"group.id": f"{cfg.prefix}-governor-p{p}", "enable.auto.commit": False})
+    )
+    try:
+        _, cmd_end = c.get_watermark_offsets(
+            TopicPartition(cfg.commands_topic, p), timeout=10, cached=False
+        )
+        dec_end = None
+        if has_decisions:
+            _, dec_end = c.get_watermark_offsets(
+                TopicPartition(cfg.decisions_topic, p), timeout=10, cached=False
+            )
+        committed = c.committed([TopicPartition(cfg.commands_topic, p)], timeout=10)[0]
+    finally:
+        c.close()
+    position = committed.offset if committed.offset >= 0 else 0
+    return {
+        "partition": p,
+        "commands_end": cmd_end,
+        "decided_up_to": position,
+        "lag": max(0, cmd_end - position),
+        "decisions_end": dec_end,
+        # a governor alive now (in its presence group), else none: never a dead one
+        "governor_owner": alive[0] if alive else None,
+        "governors_alive": alive,
+        "last_committed_by": committed.metadata or None,
+    }
+
+
+def _placement_row(cfg: Any, graph: str, registry: Any) -> dict[str, Any]:
+    """A graph's registry record as the log confirms it: ``operator`` (an accepted place by
+    the operator under rules revision 6), ``unconfirmed`` (accepted before revision 6, when
+    the governor did not check who placed: re-confirm it), ``pending`` (not decided yet) or
+    ``refused`` (writers and readers stop on it)."""
+    from claimgraph.errors import IntegrityError, StorageError
+    from claimgraph.logs.kafka_layout import verified_placement
+
+    p = registry.placements[graph]
+    row: dict[str, Any] = {"partition": p, "place_offset": registry.place_offsets.get(graph)}
+    try:
+        _, d = verified_placement(cfg, graph, registry)
+    except StorageError as exc:
+        return {**row, "status": "pending", "detail": str(exc)}
+    except IntegrityError as exc:
+        return {**row, "status": "refused", "detail": str(exc)}
+    if d["rules"] < 6:
+        how = (
+            f"placed under rules revision {d['rules']}, before only the operator could place: "
+            "re-confirm it: claimgraph rules upgrade --to 6 --agent ADMIN, then "
+            "claimgraph kafka place"
+        )
+        return {**row, "status": "unconfirmed", "detail": how}
+    return {**row, "status": "operator", "detail": f"placed by {d['agent']!r}"}
 
 
 def governor(
@@ -248,13 +345,13 @@ def projector(
 
 def verify_kafka(as_json: bool) -> None:
     """Re-run the governor over the --graph's commands partition."""
-    from claimgraph.logs.kafka_layout import placement
+    from claimgraph.logs.kafka_layout import verified_placement
     from claimgraph.streams.kafka import verify_partition
 
     ctx = CTX
     cfg = ctx.kafka()
-    p = placement(cfg, ctx.graph)
-    commands, decisions = verify_partition(cfg, p)
+    p, _ = verified_placement(cfg, ctx.graph)  # the partition the operator placed it on
+    commands, decisions = verify_partition(cfg, p, graph=ctx.graph)
     if as_json:
         emit({"ok": True, "partition": p, "commands": commands, "decisions": decisions})
     else:

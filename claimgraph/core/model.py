@@ -188,6 +188,7 @@ class Reason(StrEnum):
     PLACED = "placed"  # a place record: the graph lives on this partition from here on
     MISROUTED = "misrouted"  # rules >= 2: the graph is not placed on this partition
     TOO_LARGE = "too_large"  # rules >= 2: the decision would exceed LIMITS["decision_bytes"]
+    NOT_OPERATOR = "not_operator"  # rules >= 6: a place by anyone but the configured operator
     # a total governor (rules >= 3 records it; a raise under an older revision too, see
     # core.governor): a rule failed unexpectedly, the command changed nothing
     INTERNAL_ERROR = "internal_error"

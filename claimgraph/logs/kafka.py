@@ -35,6 +35,7 @@ from claimgraph.logconf import kafka_client_log
 from claimgraph.logs.base import LogRecord
 
 __all__ = [
+    "DEFAULT_OPERATOR",
     "KafkaConfig",
     "KafkaLog",
     "check_cluster",
@@ -45,15 +46,23 @@ __all__ = [
 ]
 
 
+DEFAULT_OPERATOR = "claimgraph-kafka"  # who places graphs, unless --operator names another
+
+
 @dataclass(frozen=True, slots=True)
 class KafkaConfig:
-    """Where the logs live. Read once at the edge; everything else takes it as is."""
+    """Where the logs live. Read once at the edge; everything else takes it as is.
+
+    ``operator`` is the agent whose ``place`` commands governors accept (rules revision 6) and
+    whose placements writers and readers trust: configuration, never read from a topic.
+    """
 
     bootstrap: str
     prefix: str = "claimgraph"
     partitions: int = 4
     replication: int = 1
     extra: dict[str, str] = field(default_factory=dict)
+    operator: str = DEFAULT_OPERATOR
 
     @property
     def commands_topic(self) -> str:

@@ -26,10 +26,18 @@ more partitions it grows the partitioned topics together, which moves no graph.
    to route: they refuse a graph that is not placed and produce to its partition explicitly,
    whatever their client's partitioner.
 
+A registry record is a claim anyone with write access to the registry could forge, so it is
+trusted only against the log (:func:`verified_placement`): the decision of the command at its
+``place_offset`` in the partition it names must be an accepted ``place`` of that graph by the
+configured operator (``KafkaConfig.operator``). Writers check it before their first write,
+projectors before projecting, ``verify`` before replaying; a record that fails it stops them
+with an :class:`~claimgraph.errors.IntegrityError` naming what the log holds instead — a
+graph is never re-homed by a registry record.
+
 The registry also holds the **layout record** ``kafka init`` writes (key :data:`LAYOUT_KEY`,
 never a graph name): the ids of the topics it created or checked. Writers and governors refuse
-to run unless it is there and the topics still have those ids — a topic auto-created by some
-client, or deleted and re-created, has another id.
+to run unless it is there, well formed, and the topics still have those ids — a topic
+auto-created by some client, or deleted and re-created, has another id.
 """
 
 from __future__ import annotations
@@ -51,9 +59,9 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from claimgraph.core.governor.placement import valid_graph_name
-from claimgraph.core.model import LIMITS
-from claimgraph.core.wire import encode_command
-from claimgraph.errors import ConfigError, StorageError
+from claimgraph.core.model import LIMITS, Decision
+from claimgraph.core.wire import decode_decision, encode_command
+from claimgraph.errors import ConfigError, DecodeError, IntegrityError, StorageError
 from claimgraph.logs.kafka import KafkaConfig, KafkaLog, read_partition
 
 __all__ = [
@@ -65,10 +73,12 @@ __all__ = [
     "check_layout",
     "init_topics",
     "legacy_partition",
+    "place_decision",
     "place_graph",
     "placement",
     "read_registry",
     "topic_config",
+    "verified_placement",
     "wait_for_leaders",
 ]
 
@@ -191,13 +201,7 @@ def _mismatches(
         )
     if spec.role == "placements" and have.partitions != 1:
         out.append(f"{spec.name}: has {have.partitions} partitions, must have 1")
-    commands = all_have.get("commands")
-    if spec.role in ("decisions", "runs") and commands not in (None, have.partitions):
-        out.append(
-            f"{spec.name}: has {have.partitions} partitions, the commands topic "
-            f"{commands} (they must be equal)"
-        )
-    return out
+    return out  # partitioned topics of unequal counts are grown together by init_topics
 
 
 # -- kafka init -------------------------------------------------------------------------------
@@ -209,12 +213,28 @@ def init_topics(cfg: KafkaConfig, timeout: float = 30.0) -> list[str]:
     Idempotent. Raises :class:`ConfigError` naming every setting of an existing topic that
     differs from what claimgraph needs (nothing is created or changed then). Asked for more
     partitions than the partitioned topics have, grows them together (graphs stay where the
-    registry placed them); asked for fewer, leaves them as they are. Last, records the topic
-    ids in the registry's layout record: writers and governors run only on these topics.
+    registry placed them); asked for fewer, leaves them as they are. Partitioned topics of
+    unequal counts (one grown alone) are all grown to the largest: the grow is finished.
+    Last, records the topic ids in the registry's layout record: writers and governors run
+    only on these topics.
     """
     admin = AdminClient(cfg.client())
-    specs = _specs(cfg)
-    existing = _describe_topics(admin, [s.name for s in specs])
+    names = [s.name for s in _specs(cfg)]
+    existing = _describe_topics(admin, names)
+    # a half-grown layout (one partitioned topic grown alone, or an init that stopped midway)
+    # is finished: every partitioned topic grows to the largest count among them
+    widest = max(
+        [cfg.partitions]
+        + [
+            existing[s.name].partitions
+            for s in _specs(cfg)
+            if s.name in existing and s.role in _PARTITIONED
+        ]
+    )
+    specs = [
+        _Spec(s.role, s.name, widest, s.configs) if s.role in _PARTITIONED else s
+        for s in _specs(cfg)
+    ]
     parts = {s.role: existing[s.name].partitions for s in specs if s.name in existing}
     problems: list[str] = []
     for spec in specs:
@@ -244,14 +264,15 @@ def init_topics(cfg: KafkaConfig, timeout: float = 30.0) -> list[str]:
             )
         elif spec.role in _PARTITIONED and have.partitions < spec.partitions:
             grow[spec.name] = NewPartitions(spec.name, spec.partitions)
+            half = " (finishing a half-grown layout)" if spec.partitions > cfg.partitions else ""
             report.append(
                 f"grown    {spec.name}: {have.partitions} → {spec.partitions} partitions "
-                "(no graph moves: the registry pins each)"
+                f"(no graph moves: the registry pins each){half}"
             )
         else:
             note = ""
-            if spec.role in _PARTITIONED and have.partitions > spec.partitions:
-                note = f" (asked for {spec.partitions}; partitions are never removed)"
+            if spec.role in _PARTITIONED and have.partitions > cfg.partitions:
+                note = f" (asked for {cfg.partitions}; partitions are never removed)"
             report.append(f"checked  {spec.name}: {have.partitions} partitions{note}, settings ok")
     _create(admin, create, timeout)
     if grow:
@@ -286,6 +307,8 @@ def _write_layout(
     now = _describe_topics(admin, [s.name for s in specs])
     registry = read_registry(cfg)
     old = registry.layout or {}
+    if _layout_problem(old) is not None:
+        old = {}  # a malformed record (not ours) is written again
     commands = now[cfg.commands_topic]
     # the partition count graphs were hashed over before placement existed: kept from the
     # first layout record, else what the commands topic had before this init grew it
@@ -321,6 +344,7 @@ class Registry:
     cfg: KafkaConfig
     layout: dict[str, Any] | None
     placements: dict[str, int] = field(default_factory=dict)
+    place_offsets: dict[str, int | None] = field(default_factory=dict)  # of the place records
 
     def partition_of(self, graph: str) -> int:
         """The partition ``graph`` is placed on (ConfigError naming the command to place it)."""
@@ -346,6 +370,7 @@ def read_registry(cfg: KafkaConfig, timeout: float = 15.0) -> Registry:
         )
     layout: dict[str, Any] | None = None
     placements: dict[str, int] = {}
+    offsets: dict[str, int | None] = {}
     for rec, key in read_partition(cfg, cfg.placements_topic, 0, 0, None, timeout):
         if key is None or not rec.value:
             continue
@@ -353,8 +378,8 @@ def read_registry(cfg: KafkaConfig, timeout: float = 15.0) -> Registry:
             doc = json.loads(rec.value)
         except ValueError:
             continue  # not ours: the registry's readers only trust records they can read
-        if key == LAYOUT_KEY and isinstance(doc, dict):
-            layout = doc
+        if key == LAYOUT_KEY:
+            layout = doc if isinstance(doc, dict) else {"malformed": doc}
             continue
         try:
             graph = key.decode("utf-8")
@@ -363,7 +388,25 @@ def read_registry(cfg: KafkaConfig, timeout: float = 15.0) -> Registry:
         p = doc.get("partition") if isinstance(doc, dict) else None
         if isinstance(p, int) and not isinstance(p, bool) and valid_graph_name(graph):
             placements[graph] = p
-    return Registry(cfg, layout, placements)
+            o = doc.get("place_offset")
+            offsets[graph] = o if isinstance(o, int) and not isinstance(o, bool) else None
+    return Registry(cfg, layout, placements, offsets)
+
+
+def _layout_problem(layout: dict[str, Any]) -> str | None:
+    """What is wrong with a layout record (None: it names every topic by name and id)."""
+    topics = layout.get("topics")
+    if not isinstance(topics, dict):
+        return "it has no 'topics' table"
+    for role in _ROLES:
+        t = topics.get(role)
+        if not (isinstance(t, dict) and isinstance(t.get("name"), str) and "id" in t):
+            return f"its 'topics' table has no name and id for {role!r}"
+    for k in ("partitions", "legacy_partitions"):
+        v = layout.get(k)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            return f"its {k!r} is {v!r}, not a partition count"
+    return None
 
 
 def check_layout(cfg: KafkaConfig) -> Registry:
@@ -378,6 +421,13 @@ def check_layout(cfg: KafkaConfig) -> Registry:
         raise ConfigError(
             f"the topics of prefix {cfg.prefix!r} on {cfg.bootstrap} were not checked by "
             f"claimgraph kafka init (no layout record); run: {_hint(cfg, None, 'kafka init')}"
+        )
+    problem = _layout_problem(layout)
+    if problem is not None:
+        raise ConfigError(
+            f"the layout record in {cfg.placements_topic} is malformed ({problem}): it was not "
+            f"written by claimgraph kafka init; run: {_hint(cfg, None, 'kafka init')} to "
+            "write it again (and let only the operator write that topic)"
         )
     admin = AdminClient(cfg.client())
     recorded = {role: layout["topics"][role] for role in ("commands", "decisions")}
@@ -395,8 +445,145 @@ def check_layout(cfg: KafkaConfig) -> Registry:
 
 
 def placement(cfg: KafkaConfig, graph: str) -> int:
-    """The partition ``graph`` is placed on, after :func:`check_layout` (ConfigError if none)."""
+    """The partition the registry names for ``graph``, after :func:`check_layout` (ConfigError
+    if none) — as the registry says, not verified: :func:`verified_placement` is."""
     return check_layout(cfg).partition_of(graph)
+
+
+def place_decision(
+    cfg: KafkaConfig, partition: int, place_offset: int, wait: float = 0.0
+) -> Decision | None:
+    """The decision of the command at ``commands[partition]@place_offset``, from the decisions
+    partition (committed decisions only); None if it is not decided within ``wait`` seconds.
+
+    A partition's decisions are in the order of its commands, so the first decision whose
+    ``input_offset`` is at least ``place_offset`` is found by bisection over the decisions'
+    offsets (a few reads, however long the partition). IntegrityError if no decision has
+    that input offset although a later command is decided (no command is at that offset).
+    """
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    topic = cfg.decisions_topic
+    consumer = Consumer(
+        cfg.client(
+            **{
+                "group.id": "claimgraph-reader",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 10,
+            }
+        )
+    )
+
+    def first_at(offset: int, wait: float) -> tuple[int, Decision] | None:
+        """The first committed decision at or after ``offset``; None once the end is reached
+        and ``wait`` seconds have passed without one."""
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + wait
+        at_end = False
+        while True:
+            m = consumer.poll(0.2)
+            now = time.monotonic()
+            if m is None:
+                if at_end and now >= deadline:
+                    return None
+                if now >= deadline + 15:
+                    raise StorageError(f"no answer reading {topic}[{partition}] at {offset}")
+                continue
+            err = m.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    raise StorageError(f"reading {topic}[{partition}]: {err.str()}")
+                at_end = True
+                if now >= deadline:
+                    return None
+                continue
+            try:
+                return int(m.offset() or 0), decode_decision(m.value() or b"")
+            except DecodeError as exc:
+                raise IntegrityError(
+                    f"{topic}[{partition}]@{m.offset()} is not a decision: {exc}", m.offset()
+                ) from None
+
+    try:
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=10, cached=False
+        )
+        found: tuple[int, Decision] | None = None
+        lo, hi = int(low), int(high)
+        while lo < hi:  # the first decision with input_offset >= place_offset is in [lo, hi)
+            mid = (lo + hi) // 2
+            got = first_at(mid, 0.0)
+            if got is None or got[1]["input_offset"] >= place_offset:
+                if got is not None:
+                    found = got
+                hi = mid
+            else:
+                lo = got[0] + 1
+        if found is None:  # not decided yet: wait for the next decisions
+            deadline = time.monotonic() + wait
+            start = int(high)
+            while found is None:
+                left = deadline - time.monotonic()
+                got = first_at(start, max(0.0, left))
+                if got is None:
+                    return None
+                if got[1]["input_offset"] >= place_offset:
+                    found = got
+                start = got[0] + 1
+        if found[1]["input_offset"] != place_offset:
+            raise IntegrityError(
+                f"no decision in {topic}[{partition}] decides "
+                f"{cfg.commands_topic}[{partition}]@{place_offset} (the next decided command is "
+                f"at {found[1]['input_offset']}): no place record is there",
+                found[0],
+            )
+        return found[1]
+    finally:
+        consumer.close()
+
+
+def verified_placement(
+    cfg: KafkaConfig, graph: str, registry: Registry | None = None, *, wait: float = 0.0
+) -> tuple[int, Decision]:
+    """The partition ``graph`` is placed on, and its place decision — only if the log confirms
+    the registry: the decision of the command at the record's ``place_offset`` in the
+    partition it names is an accepted ``place`` of ``graph`` on that partition by
+    ``cfg.operator``. Else IntegrityError naming what the log holds (never a re-home);
+    StorageError when that command is not decided within ``wait`` seconds (no governor)."""
+    registry = check_layout(cfg) if registry is None else registry
+    partition = registry.partition_of(graph)
+    offset = registry.place_offsets.get(graph)
+    refused = f"placement of graph {graph!r} on partition {partition} refused"
+    if offset is None:
+        raise IntegrityError(
+            f"{refused}: its registry record names no place_offset (kafka place writes one); "
+            f"an operator places it again: {_hint(cfg, graph, 'kafka place')}",
+            None,
+        )
+    d = place_decision(cfg, partition, offset, wait)
+    where = f"{cfg.commands_topic}[{partition}]@{offset}"
+    if d is None:
+        raise StorageError(
+            f"the place record of graph {graph!r} at {where} is not decided yet (waited "
+            f"{wait:g}s): is a governor running for partition {partition}? "
+            f"(claimgraph governor --partition {partition})"
+        )
+    held = (d["command_type"], d["graph"], d["kind"], d["count"])
+    if held != ("place", graph, "accepted", partition) or d["agent"] != cfg.operator:
+        what = (
+            f"{d['kind']} {d['command_type']} of graph {d['graph']!r} by {d['agent']!r} "
+            f"({d['reason']})"
+        )
+        raise IntegrityError(
+            f"{refused}: the decision of {where} is {what}, not an accepted place of it on "
+            f"partition {partition} by the operator {cfg.operator!r} — the registry record "
+            f"is not the operator's (only the operator writes {cfg.placements_topic}); "
+            f"an operator places it again: {_hint(cfg, graph, 'kafka place')}",
+            d["input_offset"],
+        )
+    return partition, d
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,14 +597,18 @@ class Placement:
 
 
 def place_graph(
-    cfg: KafkaConfig, graph: str, partition: int | None = None, agent: str = "claimgraph-kafka"
+    cfg: KafkaConfig, graph: str, partition: int | None = None, agent: str | None = None
 ) -> Placement:
-    """Place ``graph`` on ``partition`` (default: where claimgraph put it before placement).
+    """Place ``graph`` on ``partition`` (default: where claimgraph put it before placement),
+    as ``agent`` (default: the configured operator, the only agent governors accept it from).
 
     Writes the ``place`` command into that commands partition first, then the registry
     record: a writer that finds the graph in the registry produces after the place record, so
     the governor has placed the graph before it decides any of those commands. Placing a
-    graph again on its partition does nothing; a placement never moves.
+    graph again on its partition does nothing, unless its placement was decided before rules
+    revision 6 (then a new place record re-confirms it as the operator's); a placement never
+    moves. A registry record the log does not confirm (:func:`verified_placement`) is not a
+    placement: the graph is placed as if it had none.
     """
     if not valid_graph_name(graph):
         raise ConfigError(
@@ -428,12 +619,21 @@ def place_graph(
     assert registry.layout is not None
     have = registry.placements.get(graph)
     if have is not None:
-        if partition is not None and partition != have:
-            raise ConfigError(
-                f"graph {graph!r} is placed on partition {have}: a placement never moves "
-                "(its history is in that partition)"
-            )
-        return Placement(graph, have, None)
+        try:
+            _, d = verified_placement(cfg, graph, registry)
+        except StorageError:  # its place record is not decided yet: it stands
+            d = None
+        except IntegrityError:
+            have = None  # not the operator's: placed below as if it had no record
+        if have is not None:
+            if partition is not None and partition != have:
+                raise ConfigError(
+                    f"graph {graph!r} is placed on partition {have}: a placement never moves "
+                    "(its history is in that partition)"
+                )
+            if d is None or d["rules"] >= 6:
+                return Placement(graph, have, None)
+            partition = have  # decided before revision 6: re-confirmed by a new place record
     count = _describe_topics(AdminClient(cfg.client()), [cfg.commands_topic])
     parts = count[cfg.commands_topic].partitions
     if partition is None:
@@ -445,7 +645,7 @@ def place_graph(
             "type": "place",
             "command_id": f"place-{uuid.uuid4().hex}",
             "graph": graph,
-            "agent": agent,
+            "agent": cfg.operator if agent is None else agent,
             "task": "place",
             "partition": partition,
         }
@@ -460,8 +660,9 @@ def place_graph(
         log.append([json.dumps({"partition": partition, "place_offset": offset}).encode()])
     finally:
         log.close()
-    won = read_registry(cfg).placements.get(graph)
-    if won != partition:
+    after = read_registry(cfg)
+    won = after.placements.get(graph)
+    if won != partition or after.place_offsets.get(graph) != offset:
         raise ConfigError(
             f"graph {graph!r} was placed on partition {won} by someone else meanwhile; "
             f"the place record at {cfg.commands_topic}[{partition}]@{offset} is unused"

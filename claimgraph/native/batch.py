@@ -100,9 +100,12 @@ def _python(
     projector: Stager | None,
     partition: int | None,
     limit: int | None,
+    operator: str | None = None,
 ) -> tuple[Decision, bytes] | None:
     """One command by the Python core (None: its decision is longer than ``limit``)."""
-    d = python_decide(state, rec.value, rec.offset, rec.timestamp, partition=partition)
+    d = python_decide(
+        state, rec.value, rec.offset, rec.timestamp, partition=partition, operator=operator
+    )
     data = wire.encode_decision(d)
     if limit is not None and len(data) > limit:
         return None
@@ -120,11 +123,14 @@ def decide_batch(
     *,
     partition: int | None = None,
     limit: int | None = None,
+    operator: str | None = None,
 ) -> tuple[list[Decision], list[bytes]]:
     """Decide ``records`` in order at versions ``version, version + 1, ...``, fold each into
     ``state`` and stage its rows in ``projector``; return the decisions and their bytes.
 
-    ``partition``: the Kafka partition deciding (placement is checked, as by ``decide``).
+    ``partition``: the Kafka partition deciding (placement is checked, as by ``decide``), and
+    ``operator`` the one its ``place`` commands are accepted from (the native path decides no
+    ``place``: it hands them to Python with it).
     ``limit``: stop before the first command whose decision takes more bytes, leaving it
     undecided and unfolded (fewer decisions than records are returned); the caller decides
     what to do with it.
@@ -134,14 +140,14 @@ def decide_batch(
         out: list[Decision] = []
         encoded: list[bytes] = []
         for rec in records:
-            done = _python(state, rec, version, projector, partition, limit)
+            done = _python(state, rec, version, projector, partition, limit, operator)
             if done is None:
                 break
             out.append(done[0])
             encoded.append(done[1])
             version += 1
         return out, encoded
-    return _native(batch, state, records, version, projector, partition, limit)
+    return _native(batch, state, records, version, projector, partition, limit, operator)
 
 
 def _native(
@@ -152,6 +158,7 @@ def _native(
     projector: Any,
     partition: int | None,
     limit: int | None,
+    operator: str | None,
 ) -> tuple[list[Decision], list[bytes]]:
     recs = records if type(records) is list else list(records)
     decisions: list[Decision] = []
@@ -161,7 +168,7 @@ def _native(
         why = _precheck(state, None, partition)
         if why is not None:
             DECLINED[why] += 1
-            done = _python(state, recs[i], version, projector, partition, limit)
+            done = _python(state, recs[i], version, projector, partition, limit, operator)
             if done is None:
                 break
             decisions.append(done[0])
@@ -192,7 +199,7 @@ def _native(
             break  # decided natively, too long: left to the caller, unfolded
         if step == "decide":
             DECLINED[why] += 1
-            done = _python(state, rec, version, projector, partition, limit)
+            done = _python(state, rec, version, projector, partition, limit, operator)
             if done is None:
                 break
             d, data = done

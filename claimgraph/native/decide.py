@@ -94,6 +94,7 @@ def _decide(
     *,
     rules: int | None = None,
     partition: int | None = None,
+    operator: str | None = None,
 ) -> Decision:
     """:func:`claimgraph.core.governor.decide`, natively where the native path covers it."""
     hot = _hot()
@@ -106,11 +107,14 @@ def _decide(
                 decision: Decision = d
                 return decision
         DECLINED[why] += 1
-    return python_decide(state, data, input_offset, log_time, rules=rules, partition=partition)
+    return python_decide(
+        state, data, input_offset, log_time, rules=rules, partition=partition, operator=operator
+    )
 
 
 decide: Callable[..., Decision] = _decide if module is not None else python_decide
-"""``decide(state, data, input_offset, log_time, *, rules=None, partition=None)``: natively
+"""``decide(state, data, input_offset, log_time, *, rules=None, partition=None,
+operator=None)``: natively
 where the native path covers the command; without the native module, the Python governor's
 own function (no wrapper)."""
 

@@ -1,9 +1,11 @@
 """A Kafka-backed graph for clients: writes go to the commands topic, reads to a projection.
 
 Writes produce the command (keyed by graph) to the partition the graph is placed on (the
-registry, :mod:`claimgraph.logs.kafka_layout`; an unplaced graph is refused) and wait for its
-decision on the decisions partition, so each write returns the decision and the version it
-landed at, as the embedded graph does. Reads open a projector's directory as a RocksDB
+registry, :mod:`claimgraph.logs.kafka_layout`; an unplaced graph is refused, and before the
+first write the placement is verified against the log: a registry record that is not the
+operator's stops the writer, :func:`~claimgraph.logs.kafka_layout.verified_placement`) and
+wait for its decision on the decisions partition, so each write returns the decision and the
+version it landed at, as the embedded graph does. Reads open a projector's directory as a RocksDB
 *secondary* instance and catch up with the primary (the projector process) before each read.
 """
 
@@ -24,7 +26,7 @@ from claimgraph.core.model import Command, Decision
 from claimgraph.core.wire import decode_decision, encode_command
 from claimgraph.errors import ConfigError, StorageError, VersionNotYetAvailable
 from claimgraph.logs.kafka import KafkaConfig, KafkaLog, topic_partitions, watermark
-from claimgraph.logs.kafka_layout import check_layout
+from claimgraph.logs.kafka_layout import check_layout, verified_placement
 from claimgraph.logs.rocks import rocksdb_errors
 from claimgraph.projections.projector import ProjectionStore
 from claimgraph.projections.reader import ProjectionReader
@@ -57,7 +59,9 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
         self.write_timeout = write_timeout
         # only on topics kafka init created, only for a graph an admin placed, and to the
         # partition it is placed on, whatever a client's partitioner would pick
-        self.partition = check_layout(cfg).partition_of(graph)
+        self._registry = check_layout(cfg)
+        self.partition = self._registry.partition_of(graph)
+        self._verified = False  # the placement checked against the log (before a write)
         parts = topic_partitions(cfg, cfg.commands_topic)
         if self.partition >= parts:
             raise ConfigError(
@@ -140,6 +144,9 @@ class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
 
     def submit(self, commands: Sequence[Command | bytes]) -> list[Receipt]:
         """Produce commands and wait for their decisions (read-your-writes)."""
+        if not self._verified:  # a forged registry record must not take the writer over
+            verified_placement(self.cfg, self.name, self._registry, wait=self.write_timeout)
+            self._verified = True
         start = self._decisions_end()
         values = [c if isinstance(c, bytes) else encode_command(c) for c in commands]
         positions = self.commands.append(values)

@@ -21,11 +21,14 @@ translate a claim's ``based_on_version``. A transaction's decisions are contiguo
 partition, so replay can rebuild exactly what the live governor knew.
 
 Every record gets a decision, whatever its bytes: its key names its graph (:func:`graph_of`;
-a key that is no graph name goes to a bucket that is never placed), ``decide`` is told the
-partition (a graph not placed on it is rejected under rules revision 2) and bounds the
-decision's size. Nothing is retried forever: a revision-1 decision the decisions topic cannot
-take, or a record the topic refuses for its size, stops the governor with a
-:class:`ConfigError` that says what to do, after the decisions before it are committed.
+a key that is no graph name goes to a bucket that is never placed; under rules revision 6 a
+key of no graph decided here goes to one shared bucket unless it is an operator's ``place``,
+:func:`claimgraph.core.governor.placement.route`), ``decide`` is told the partition (a graph
+not placed on it is rejected under rules revision 2) and the operator (revision 6: only it
+places a graph), and bounds the decision's size. Nothing is retried forever: a revision-1
+decision the decisions topic cannot take, or a record the topic refuses for its size, stops
+the governor with a :class:`ConfigError` that says what to do, after the decisions before it
+are committed.
 
 Its counters (:class:`GovernorStats`) and :attr:`KafkaGovernor.last_batch` change only once a
 transaction has committed. While it runs, a governor is a member of its partition's presence
@@ -41,7 +44,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,7 +60,7 @@ from confluent_kafka import (
 
 from claimgraph.core.chain import ChainChecker
 from claimgraph.core.governor import decide as python_decide
-from claimgraph.core.governor.placement import BAD_KEY, UNKEYED, valid_graph_name
+from claimgraph.core.governor.placement import UNPLACED, graph_of, route
 from claimgraph.core.governor.revisions import CURRENT
 from claimgraph.core.model import Decision, Reason
 from claimgraph.core.state import GraphState
@@ -114,28 +117,6 @@ def txn_producer_config(cfg: KafkaConfig, **conf: Any) -> dict[str, Any]:
     deployment's client properties set them, then ``conf``."""
     tuned = {k: v for k, v in TXN_PRODUCER.items() if k not in cfg.extra}
     return cfg.client(**tuned, **conf)
-
-
-def graph_of(key: bytes | None, known: Container[str]) -> str:
-    """The graph a commands record is decided in: its key, when the key is a graph name.
-
-    A record without a key is decided in :data:`UNKEYED`, one whose key is not a graph name
-    (not UTF-8, too long, control characters, a leading ``_``) in :data:`BAD_KEY`; neither
-    bucket is ever placed, so under rules revision 2 both get a rejection saying why, and
-    a 600 KB key never becomes a graph, a decision's key or a stalled partition. ``known``
-    are the graphs decided before in this partition: a key decided as a graph before keys
-    were checked stays that graph, so old logs replay as they were written.
-    """
-    if not key:
-        return UNKEYED
-    try:
-        name = key.decode("utf-8")
-    except UnicodeDecodeError:
-        name = None
-    if name is not None and (valid_graph_name(name) or name in known):
-        return name
-    legacy = key.decode("utf-8", "replace")
-    return legacy if legacy in known else BAD_KEY
 
 
 @dataclass
@@ -238,10 +219,10 @@ def fold_partition(
         st = states.get(graph)
         if st is None:
             st = states[graph] = GraphState(graph)
-            st.offsets = []
+            st.offsets = None if graph == UNPLACED else []  # the bucket accepts nothing
         evolve(st, d, st.decisions, rec.value)
-        assert st.offsets is not None
-        st.offsets.append(rec.offset)
+        if st.offsets is not None:
+            st.offsets.append(rec.offset)
         n += 1
         if n % 10000 == 0:
             gc.freeze()
@@ -473,9 +454,27 @@ class KafkaGovernor:
             key = msgs[i].key()
             graph = graph_of(key, self.states)
             st = self.states.get(graph)
-            if st is None:
-                st = self.states[graph] = GraphState(graph)
-                st.offsets = []
+            if st is None:  # a key of no graph here: routed alone (revision 6: the bucket)
+                m = msgs[i]
+                graph, d = route(
+                    self.states,
+                    key,
+                    m.value() or b"",
+                    int(m.offset() or 0),
+                    m.timestamp()[1],
+                    decide,
+                    partition=self.partition,
+                    operator=self.cfg.operator,
+                )
+                raw = encode_decision(d)  # revision >= 2 (a fresh state): it fits
+                st = self.states[graph]
+                evolve(st, d, st.decisions, raw)
+                self._kinds.append(d["kind"])
+                if d["reason"] == Reason.INTERNAL_ERROR:
+                    self._internal_error(graph, d)
+                out.append((graph, raw))
+                i += 1
+                continue
             j = i + 1
             while j < n and msgs[j].key() == key:  # a run of one graph's commands: one call
                 j += 1
@@ -485,7 +484,13 @@ class KafkaGovernor:
             ]
             limit = self.record_limit - len(graph.encode("utf-8")) - _FRAMING
             ds, raws = decide_batch(
-                st, run, st.decisions, None, partition=self.partition, limit=limit
+                st,
+                run,
+                st.decisions,
+                None,
+                partition=self.partition,
+                limit=limit,
+                operator=self.cfg.operator,
             )
             for d, raw in zip(ds, raws, strict=True):
                 self._kinds.append(d["kind"])
@@ -498,11 +503,19 @@ class KafkaGovernor:
             # the next command's decision is too large for the decisions topic
             m = msgs[i]
             value, offset, now = m.value() or b"", int(m.offset() or 0), m.timestamp()[1]
-            d = decide(st, value, offset, now, partition=self.partition)
+            d = decide(st, value, offset, now, partition=self.partition, operator=self.cfg.operator)
             raw = encode_decision(d)
             if graph not in self.upgrade_oversized:
                 return out, self._oversized(graph, offset, d, len(raw))
-            d = decide(st, value, offset, now, rules=CURRENT, partition=self.partition)
+            d = decide(
+                st,
+                value,
+                offset,
+                now,
+                rules=CURRENT,
+                partition=self.partition,
+                operator=self.cfg.operator,
+            )
             raw = encode_decision(d)
             _log.warning(
                 "governor.upgraded_oversized",
@@ -591,8 +604,8 @@ class KafkaGovernor:
             return False
         for graph, offset in delivered:
             offsets = self.states[graph].offsets
-            assert offsets is not None
-            offsets.append(offset)
+            if offsets is not None:  # None: the bucket of records of no graph (accepts nothing)
+                offsets.append(offset)
         self.stats.transactions += 1
         self.stats.commands += len(decided)
         by = self.stats.decisions_by_kind
@@ -746,12 +759,19 @@ def _rules_of(logged: bytes) -> int | None:
 
 
 def verify_partition(
-    cfg: KafkaConfig, partition: int, progress: Callable[[int, int], None] | None = None
+    cfg: KafkaConfig,
+    partition: int,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    graph: str | None = None,
 ) -> tuple[int, int]:
     """Re-run the governor over a commands partition; compare with the decisions partition.
 
     Transactions are contiguous runs of offsets in the decisions partition, so the offsets
-    the live governor knew when it decided each command are rebuilt exactly. Returns
+    the live governor knew when it decided each command are rebuilt exactly. Each record is
+    routed as the governor routes it (:func:`~claimgraph.core.governor.placement.route`, with
+    the configured operator) and must land in the graph its decision is keyed by. With
+    ``graph``, the partition must also hold an accepted placement of that graph. Returns
     (commands, decisions); raises IntegrityError naming the first differing version.
     """
     commands = read_partition(cfg, cfg.commands_topic, partition, 0, None, 30.0)
@@ -773,43 +793,53 @@ def verify_partition(
             f"{len(decisions)} decisions",
             None,
         )
-    graphs: list[str] = []  # the graph of each command, as the governor mapped its key
-    known: set[str] = set()
-    for _, key in decided:
-        graphs.append(graph_of(key, known))
-        known.add(graphs[-1])
-    chains: dict[str, ChainChecker] = {}  # first the hash chain, one per graph
-    for graph, (cmd, _), (dec, _) in zip(graphs, decided, decisions, strict=True):
+    chains: dict[bytes | None, ChainChecker] = {}  # first the hash chain, one per graph
+    for (cmd, _), (dec, dkey) in zip(decided, decisions, strict=True):
         logged = _decoded(dec.value)
         if logged is not None:
-            chains.setdefault(graph, ChainChecker()).add(dec.offset, dec.value, logged, cmd.value)
+            chains.setdefault(dkey, ChainChecker()).add(dec.offset, dec.value, logged, cmd.value)
     states: dict[str, GraphState] = {}
     pending: list[tuple[str, int]] = []
     prev_offset: int | None = None
-    for i, (graph, (cmd, _), (dec, _)) in enumerate(zip(graphs, decided, decisions, strict=True)):
+    for i, ((cmd, key), (dec, dkey)) in enumerate(zip(decided, decisions, strict=True)):
         if prev_offset is not None and dec.offset != prev_offset + 1:
             for done, off in pending:  # a new transaction: the previous one had committed
                 offs = states[done].offsets
-                assert offs is not None
-                offs.append(off)
+                if offs is not None:
+                    offs.append(off)
             pending = []
         prev_offset = dec.offset
-        st = states.get(graph)
-        if st is None:
-            st = states[graph] = GraphState(graph)
-            st.offsets = []
         rules = _rules_of(dec.value)
-        d = python_decide(  # the specification checks the log, whichever core wrote it
-            st, cmd.value, cmd.offset, cmd.timestamp, rules=rules, partition=partition
+        routed, d = route(  # the specification checks the log, whichever core wrote it
+            states,
+            key,
+            cmd.value,
+            cmd.offset,
+            cmd.timestamp,
+            python_decide,
+            partition=partition,
+            operator=cfg.operator,
+            rules=rules,
         )
-        if python_encode_decision(d) != dec.value and not same_decision(dec.value, d):
+        same = python_encode_decision(d) == dec.value or same_decision(dec.value, d)
+        if dkey != routed.encode("utf-8") or not same:
             raise IntegrityError(
                 f"decision at version {dec.offset} (partition {partition}) "
                 "differs from the governor's replay",
                 dec.offset,
             )
+        st = states[routed]
         st.evolve(d, st.decisions, dec.value)
-        pending.append((graph, dec.offset))
+        pending.append((routed, dec.offset))
         if progress is not None and i % 1000 == 0:
             progress(i, len(decided))
+    if graph is not None:
+        held = states.get(graph)
+        if held is None or held.placed != partition:
+            raise IntegrityError(
+                f"partition {partition} holds no accepted placement of graph {graph!r}: its "
+                "decisions there are not the graph's (the registry may name another partition "
+                "than the one the operator placed it on)",
+                None,
+            )
     return len(decided), len(decisions)

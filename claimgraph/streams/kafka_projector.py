@@ -8,6 +8,11 @@ a usable checkpoint at or below the applied offset (:mod:`claimgraph.projections
 starts
 from its folded state and reads the partition only after it. Several projector processes may
 serve one graph, each with its own projection directory.
+
+The directory records the partition it projects (``graph.json``): a projector refuses to
+resume on another partition, whatever the registry says now. Before it writes a row it checks
+the graph's registry record against the log (the decision of its place record must be the
+operator's, :func:`~claimgraph.logs.kafka_layout.verified_placement`) and stops if it is not.
 """
 
 from __future__ import annotations
@@ -24,11 +29,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from claimgraph.core.state import GraphState
-from claimgraph.errors import ConfigError, StorageError
+from claimgraph.errors import ConfigError, IntegrityError, StorageError
 from claimgraph.logconf import events
 from claimgraph.logs.base import LogRecord
 from claimgraph.logs.kafka import KafkaConfig, consumer_lag, read_partition
-from claimgraph.logs.kafka_layout import placement
+from claimgraph.logs.kafka_layout import check_layout, verified_placement
 from claimgraph.native.batch import fold_batch
 from claimgraph.projections.projector import ProjectionStore, Projector
 from claimgraph.projections.rows import LAYOUT
@@ -66,25 +71,34 @@ class KafkaProjector:
         self.key = graph.encode("utf-8")
         self.path = path
         self.batch_size = batch_size
-        self.partition = placement(cfg, graph)  # where the registry placed the graph
+        self._registry = check_layout(cfg)
+        self.partition = self._registry.partition_of(graph)  # verified before the first row
+        self._verified = False
         path.mkdir(parents=True, exist_ok=True)
         marker = path / "graph.json"
+        info: dict[str, Any] = {
+            "graph": graph,
+            "runtime": "kafka",
+            "bootstrap": cfg.bootstrap,
+            "prefix": cfg.prefix,
+        }
         if marker.exists():
-            have = json.loads(marker.read_text()).get("graph")
+            info = json.loads(marker.read_text())
+            have = info.get("graph")
             if have != graph:
                 raise ConfigError(f"{path} holds a projection of graph {have!r}")
-        else:
-            marker.write_text(
-                json.dumps(
-                    {
-                        "graph": graph,
-                        "runtime": "kafka",
-                        "bootstrap": cfg.bootstrap,
-                        "prefix": cfg.prefix,
-                    }
+            was = info.get("partition")
+            if was is not None and was != self.partition:
+                raise IntegrityError(
+                    f"{path} projects graph {graph!r} from partition {was} of "
+                    f"{cfg.decisions_topic}; the registry now names partition "
+                    f"{self.partition}: a projection never resumes on another partition (a "
+                    "placement never moves; check the registry with claimgraph kafka status)",
+                    None,
                 )
-                + "\n"
-            )
+        if info.get("partition") != self.partition:
+            info["partition"] = self.partition
+            marker.write_text(json.dumps(info) + "\n")
         self.store = ProjectionStore(path / "projection", create=True)
         if self.store.outdated:  # rows of an older layout: project the partition again
             layout, applied = self.store.layout(), self.store.applied()
@@ -207,6 +221,12 @@ class KafkaProjector:
 
     def step(self, timeout: float = 0.1) -> int:
         """Fold one batch; write the rows of decisions above the applied offset."""
+        if not self._verified:  # nothing is projected from a placement the log does not hold
+            try:
+                verified_placement(self.cfg, self.graph, self._registry, wait=timeout)
+            except StorageError:
+                return 0  # its place record is not decided yet: try again next step
+            self._verified = True
         if self._consumer is None:
             self.start()
         assert self._consumer is not None

@@ -44,10 +44,15 @@ pub enum Stale {
 /// below) and conflicts that meet (declined: a claim touching a conflict is Python's).
 /// Revision 5 changed only ``read_blocked`` (a report without a run counts once per reader
 /// and conflict), which is decided and folded in Python: claims and retracts decide as under 4.
-pub const RULES: &[i64] = &[2, 3, 4, 5];
+/// Revision 6 changed only ``place`` (an operator's act) and the records of no graph placed on
+/// the partition (one shared bucket), both decided in Python: a graph the native path decides
+/// is placed on its partition (declined otherwise), and its claims and retracts decide as
+/// under 5.
+pub const RULES: &[i64] = &[2, 3, 4, 5, 6];
 /// The rules revisions whose decisions the fold folds (its effects did not change between them;
-/// revision 4's merge exits come only with a conflict id, which the fold declines).
-pub const FOLD_RULES: &[i64] = &[1, 2, 3, 4, 5];
+/// revision 4's merge exits come only with a conflict id, which the fold declines; revision 6's
+/// bucket rejections carry no command id, which every revision's fold already remembers not).
+pub const FOLD_RULES: &[i64] = &[1, 2, 3, 4, 5, 6];
 /// The projection row layouts ``rows`` writes (``claimgraph.projections.rows.LAYOUT``).
 pub const LAYOUTS: &[i64] = &[2];
 /// The command kinds ``decide`` decides.

@@ -87,13 +87,16 @@ def decide(
     *,
     rules: int | None = None,
     partition: int | None = None,
+    operator: str | None = None,
 ) -> Decision:
     """Decide one command given as bytes from the commands log.
 
     The rules revision is the graph's (that of its last decision; :data:`CURRENT` for an
     empty graph) unless ``rules`` names one: ``verify`` re-decides every command under the
     revision its logged decision was made under. ``partition`` is the Kafka commands
-    partition the record is in (None: the embedded log), a fact of the log like the offset.
+    partition the record is in (None: the embedded log), a fact of the log like the offset;
+    ``operator`` the agent the Kafka governor is configured to accept a ``place`` from
+    (revision 6), a fact of the deployment.
     """
     if rules is None:
         rules = CURRENT if state.rules is None else state.rules
@@ -101,7 +104,7 @@ def decide(
     try:
         d = _decide(state, data, input_offset, log_time, rules, stage)
         stage[0] = "placement"
-        d = placed_here(state, d, partition)  # Kafka: the graph lives on this partition
+        d = placed_here(state, d, partition, operator)  # Kafka: placed on this partition
         if at_least(d, 2):  # the decisions log is a hash chain (core.chain)
             stage[0] = "chain"
             d["command_sha256"] = command_digest(data)
@@ -186,9 +189,9 @@ def _decide(
         d["signed_by"] = key_id
         return d
     stage[0] = "signatures"
-    if (
-        _requires_signature(state, cmd, rules) and cmd.get("type") != "place"
-    ):  # placement is the operator's
+    if _requires_signature(state, cmd, rules) and (
+        rules >= 6 or cmd.get("type") != "place"
+    ):  # before revision 6 a place was exempt
         ctype = cast(str, cmd.get("type", "claim"))
         d = new_decision(state, cmd, ctype, input_offset, log_time, rules)
         d["command_id"] = ""  # not remembered: a forged copy must not burn the genuine id

@@ -23,6 +23,10 @@ Revisions:
    decided as in any domain; conflicts that meet merge.
 5. Runs are explicit: a ``read_blocked`` without a run (reads outside an explicit run) counts
    once per (reader, conflict), so an agent polling a quarantined slot is not an escalation.
+6. Placement is an operator's act: a ``place`` by anyone but the operator the governor is
+   configured with is rejected ``not_operator`` (and is signed when signatures are required);
+   a record whose key is not a graph with state on the partition is decided in one shared
+   bucket that remembers nothing of it.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from claimgraph.core.model import Decision
 __all__ = ["CHANGES", "CURRENT", "LEGACY", "at_least"]
 
 LEGACY = 1
-CURRENT = 5
+CURRENT = 6
 
 # What each revision changed, for `claimgraph rules show` and the docs.
 CHANGES: dict[int, tuple[str, ...]] = {
@@ -80,6 +84,16 @@ CHANGES: dict[int, tuple[str, ...]] = {
         "read_blocked without a run_id (reads outside an explicit run, reported at the version "
         "read as pinned_version) counts once per (authenticated reader, conflict) and never "
         "as a run (escalate_after_runs); under revisions 2 to 4 it is rejected invalid_field",
+    ),
+    6: (
+        "Kafka: a place is accepted only from the operator the governor is configured with "
+        "(never read from a topic producers can write); anyone else's is rejected "
+        "not_operator, and a place is no longer exempt from principals.signatures: required",
+        "Kafka: a record whose key is not a graph already decided on the partition, and whose "
+        "decision is a rejection (anything but an operator's place of it), is decided in one "
+        "shared bucket graph ('_unplaced') with its command id not remembered, so distinct "
+        "junk keys leave no lasting per-key state; under revisions 2 to 5 each key became a "
+        "graph of its own",
     ),
 }
 
