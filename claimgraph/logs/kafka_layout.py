@@ -174,6 +174,28 @@ def _describe_topics(admin: AdminClient, names: Sequence[str]) -> dict[str, _Exi
     return out
 
 
+def _describe_every(
+    admin: AdminClient, names: Sequence[str], timeout: float
+) -> dict[str, _Existing]:
+    """Every topic of ``names`` described, or a StorageError naming the missing ones.
+
+    Just after a topic is created, the broker a metadata request reaches may not know it
+    yet (in a cluster each broker's metadata cache catches up on its own): ask again until
+    all are known, within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = _describe_topics(admin, names)
+        missing = [n for n in names if n not in out]
+        if not missing:
+            return out
+        if time.monotonic() >= deadline:
+            raise StorageError(
+                f"topics {', '.join(missing)} are not in the cluster's metadata after "
+                f"{timeout:g}s (created by kafka init just now?); run kafka init again"
+            )
+        time.sleep(0.2)
+
+
 def topic_config(cfg: KafkaConfig, topic: str, admin: AdminClient | None = None) -> dict[str, str]:
     """Every config value of ``topic`` (defaults included)."""
     admin = admin or AdminClient(cfg.client())
@@ -304,7 +326,7 @@ def _write_layout(
     cfg: KafkaConfig, admin: AdminClient, specs: list[_Spec], before: Mapping[str, _Existing]
 ) -> None:
     """Write the layout record (topic ids) unless the registry already has this one."""
-    now = _describe_topics(admin, [s.name for s in specs])
+    now = _describe_every(admin, [s.name for s in specs], 30.0)
     registry = read_registry(cfg)
     old = registry.layout or {}
     if _layout_problem(old) is not None:

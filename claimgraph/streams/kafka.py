@@ -307,7 +307,14 @@ class KafkaGovernor:
                 },
             )
         )
-        self._producer.init_transactions(30)  # fences zombies, aborts their open transaction
+        producer = self._producer
+        try:  # fences zombies, aborts their open transaction; bounded: it can ignore its timeout
+            _bounded(lambda: producer.init_transactions(30), 45)
+        except _Stuck:
+            self._producer = None  # the stuck call's thread holds it; the next start fences it
+            raise KafkaException(
+                KafkaError(KafkaError._TIMED_OUT, "init_transactions did not return within 45s")
+            ) from None
         states: dict[str, GraphState] | None = None
         begin = 0
         if self.checkpoints is not None:
@@ -394,6 +401,37 @@ class KafkaGovernor:
             self._presence.close()  # leaves the group: kafka status sees it at once
             self._presence = None
         self._producer = None
+
+    def _close_bounded(self, seconds: float = 30.0) -> None:
+        """Close the clients in a thread of their own, within ``seconds``.
+
+        After a broker restart librdkafka can block in a consumer's close or a client's
+        destruction (waiting on a broker reference that never drops): the governor leaves
+        such clients behind, named in a ``governor.abandon_clients`` line, and starts again
+        with new ones (whose ``init_transactions`` fences the old producer)."""
+        consumer, presence, producer = self._consumer, self._presence, self._producer
+        self._consumer = self._presence = self._producer = None
+
+        def shut() -> None:
+            nonlocal consumer, presence, producer
+            for c in (consumer, presence):
+                if c is not None:
+                    try:
+                        c.close()
+                    except (KafkaException, RuntimeError) as exc:
+                        _log.warning(
+                            "governor.close_failed", partition=self.partition, error=str(exc)
+                        )
+            consumer = presence = producer = None  # destroyed here, not in the governor's thread
+
+        try:
+            _bounded(shut, seconds)
+        except _Stuck:
+            _log.warning(
+                "governor.abandon_clients",
+                partition=self.partition,
+                reason=f"closing the old clients did not return within {seconds:g}s",
+            )
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -732,7 +770,7 @@ class KafkaGovernor:
 
     def _restart_quietly(self) -> None:
         """Drop clients and state, then start again from what is committed (retrying)."""
-        self.close()
+        self._close_bounded()
         while not self._stop:
             try:
                 self.start()
