@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from claimgraph.core.model import LIMITS
@@ -81,7 +81,7 @@ NodeQ = Annotated[str, Query(min_length=1, max_length=LIMITS["id"])]
 Hops = Annotated[int, Query(ge=1, le=QUERY_LIMITS["max_hops"])]
 Limit = Annotated[int, Query(ge=1, le=QUERY_LIMITS["limit"])]
 Types = Annotated[
-    list[str] | None,
+    list[Annotated[str, Field(max_length=LIMITS["id"])]] | None,
     Query(max_length=64, description="Follow only these edge types (repeat the parameter)."),
 ]
 

@@ -92,6 +92,7 @@ async def served(
 
 
 IdQuery = Annotated[str, Query(min_length=1, max_length=LIMITS["id"])]
+PathId = Annotated[str, Path(min_length=1, max_length=LIMITS["id"])]
 CursorQuery = Annotated[
     str | None,
     Query(max_length=4 * LIMITS["id"], description="next_cursor of the page before"),
@@ -236,11 +237,13 @@ def router(ctx: Context) -> APIRouter:
         at: AtQuery = None,
         timeout: TimeoutQuery = 0.0,
     ) -> dict[str, Any]:
-        """Every decision that touched an edge, up to a version."""
+        """Every decision that touched an edge, up to a version, oldest first. After GC,
+        ``cut_below`` is the version from which on it is complete when entries below it were
+        removed (null: nothing was cut)."""
         p = ctx.principal(request)
         s, o = node(subject), node(object)
         v = await at_of(ctx, ctx.access.of(p), at, timeout)
-        return {"version": v, "history": graph.history(edge_type, s, o, at=v)}
+        return graph.history(edge_type, s, o, at=v).as_dict()
 
     @r.get("/v1/quarantine")
     async def get_quarantine(
@@ -285,7 +288,7 @@ def router(ctx: Context) -> APIRouter:
         return {"version": v, "escalations": graph.escalations(at=v, include_open=include_open)}
 
     @r.get("/v1/escalations/{conflict_id}")
-    async def get_escalation(request: Request, conflict_id: str, at: AtQuery = None) -> Any:
+    async def get_escalation(request: Request, conflict_id: PathId, at: AtQuery = None) -> Any:
         """One conflict's self-contained escalation payload, at a version."""
         p = ctx.principal(request)
         v = await at_of(ctx, ctx.access.of(p), at, 0.0)
@@ -305,7 +308,7 @@ def router(ctx: Context) -> APIRouter:
         return {"version": v, "edge_type": edge_type, "record": record}
 
     @r.get("/v1/claims/{claim_id}")
-    async def get_claim(request: Request, claim_id: str, at: AtQuery = None) -> Any:
+    async def get_claim(request: Request, claim_id: PathId, at: AtQuery = None) -> Any:
         """A claim's record and status at a version."""
         p = ctx.principal(request)
         v = await at_of(ctx, ctx.access.of(p), at, 0.0)
@@ -315,7 +318,7 @@ def router(ctx: Context) -> APIRouter:
         return info
 
     @r.get("/v1/conflicts/{conflict_id}")
-    async def get_conflict(request: Request, conflict_id: str, at: AtQuery = None) -> Any:
+    async def get_conflict(request: Request, conflict_id: PathId, at: AtQuery = None) -> Any:
         """A conflict at a version, with its claims' full evidence."""
         p = ctx.principal(request)
         v = await at_of(ctx, ctx.access.of(p), at, 0.0)

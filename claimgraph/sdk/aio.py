@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from claimgraph.core.model import Command, Decision
 from claimgraph.errors import InputError
-from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
+from claimgraph.projections.reader import EdgeView, HistoryView, NeighborView, SlotView
 from claimgraph.sdk.aio_runs import AsyncRun
 from claimgraph.service.api import NodeLike, Receipt
 from claimgraph.service.queries import PathsResult, ReachResult
-from claimgraph.service.reads import EdgeRef
+from claimgraph.service.reads import EdgeRef, catalogued
 from claimgraph.service.runs import Snapshot, pins_of
 from claimgraph.service.traces import ReplayReport, RunSummary
 
@@ -185,11 +185,18 @@ class AsyncGraph:
         agent: str | None = None,
         task: str | None = None,
         reason: str = "",
+        run_id: str | None = None,
         command_id: str | None = None,
     ) -> Receipt:
         """Withdraw one's own claim."""
         r: Receipt = await self._call(
-            "retract", claim_id, agent=agent, task=task, reason=reason, command_id=command_id
+            "retract",
+            claim_id,
+            agent=agent,
+            task=task,
+            reason=reason,
+            run_id=run_id,
+            command_id=command_id,
         )
         return r
 
@@ -348,6 +355,12 @@ class AsyncGraph:
 
     # -- versions --------------------------------------------------------------------------------
 
+    async def read(self, query: str, /, **params: Any) -> Any:
+        """Any read of the query catalogue, by name (the port's one read operation), checked
+        against the catalogue first; answered as the read's own method does."""
+        method = getattr(self, catalogued(query, params).name)
+        return await method(**params)
+
     async def head(self) -> int:
         """The newest applied version."""
         v: int = await self._call("head")
@@ -494,9 +507,9 @@ class AsyncGraph:
         *,
         at: int | None = None,
         timeout: float = 0.0,
-    ) -> list[dict[str, Any]]:
-        """Every decision that touched the edge, up to ``at``."""
-        v: list[dict[str, Any]] = await self._call(
+    ) -> HistoryView:
+        """Every decision that touched the edge, up to ``at`` (and where GC cut it)."""
+        v: HistoryView = await self._call(
             "history", edge_type, subject, obj, at=at, timeout=timeout
         )
         return v

@@ -16,7 +16,7 @@ from httpx_retries import Retry, RetryTransport
 
 from claimgraph.core.model import Command, Decision
 from claimgraph.errors import InputError, NotFoundError, StorageError, VersionNotYetAvailable
-from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
+from claimgraph.projections.reader import EdgeView, HistoryView, NeighborView, SlotView
 from claimgraph.sdk.aio import AsyncGraph, Walk
 from claimgraph.sdk.aio_runs import READING_IN
 from claimgraph.sdk.http import (
@@ -31,6 +31,7 @@ from claimgraph.sdk.http import (
     batch_receipts,
     command_body,
     defaults_of,
+    history_view,
     neighbor_views,
     only_clients,
     only_on_429,
@@ -304,7 +305,7 @@ class AsyncHttpGraph(AsyncGraph):
         *,
         at: int | None = None,
         timeout: float = 0.0,
-    ) -> list[dict[str, Any]]:
+    ) -> HistoryView:
         r = await self._get(
             "/v1/history",
             edge_type=edge_type,
@@ -313,7 +314,7 @@ class AsyncHttpGraph(AsyncGraph):
             at=at,
             timeout=timeout or None,
         )
-        return cast(list[dict[str, Any]], r["history"])
+        return history_view(r)
 
     async def quarantine(
         self, *, at: int | None = None, timeout: float = 0.0, include_closed: bool = False

@@ -15,8 +15,9 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from claimgraph.errors import InputError, UnknownSlotError
-from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
-from claimgraph.service.api import NodeLike, Receipt, node
+from claimgraph.projections.reader import EdgeView, HistoryView, NeighborView, SlotView
+from claimgraph.service.api import NodeLike, Receipt
+from claimgraph.service.api import node as _as_node
 from claimgraph.service.queries import PathsResult, ReachResult
 from claimgraph.service.reads import EdgeRef, edge_refs
 from claimgraph.service.runs import Snapshot
@@ -165,7 +166,11 @@ class AsyncRun:
 
     async def edge(self, edge_type: str, subject: NodeLike, obj: NodeLike) -> EdgeView:
         """The edge as of the pinned version (recorded)."""
-        args = {"edge_type": edge_type, "subject": list(node(subject)), "object": list(node(obj))}
+        args = {
+            "edge_type": edge_type,
+            "subject": list(_as_node(subject)),
+            "object": list(_as_node(obj)),
+        }
         return await self._read(
             "edge", args, self.graph.edge(edge_type, subject, obj, at=self.version)
         )
@@ -191,16 +196,16 @@ class AsyncRun:
             )
         return out
 
-    async def slot(self, edge_type: str, node_: NodeLike, *, direction: str = "out") -> SlotView:
+    async def slot(self, edge_type: str, node: NodeLike, *, direction: str = "out") -> SlotView:
         """An exclusive slot as of the pinned version (recorded)."""
-        args = {"edge_type": edge_type, "node": list(node(node_)), "direction": direction}
+        args = {"edge_type": edge_type, "node": list(_as_node(node)), "direction": direction}
         return await self._read(
-            "slot", args, self.graph.slot(edge_type, node_, direction=direction, at=self.version)
+            "slot", args, self.graph.slot(edge_type, node, direction=direction, at=self.version)
         )
 
     async def neighbors(
         self,
-        node_: NodeLike,
+        node: NodeLike,
         *,
         edge_type: str | None = None,
         direction: str = "out",
@@ -212,7 +217,7 @@ class AsyncRun:
     ) -> list[NeighborView]:
         """A node's neighbours as of the pinned version, optionally filtered (recorded)."""
         args: dict[str, Any] = {
-            "node": list(node(node_)),
+            "node": list(_as_node(node)),
             "edge_type": edge_type,
             "direction": direction,
             "include_absent": include_absent,
@@ -229,7 +234,7 @@ class AsyncRun:
             "neighbors",
             args,
             self.graph.neighbors(
-                node_,
+                node,
                 edge_type=edge_type,
                 direction=direction,
                 at=self.version,
@@ -251,8 +256,8 @@ class AsyncRun:
         """Paths ``src`` → ``dst`` as of the pinned version (recorded)."""
         types = list(edge_types) if edge_types else None
         args = {
-            "src": list(node(src)),
-            "dst": list(node(dst)),
+            "src": list(_as_node(src)),
+            "dst": list(_as_node(dst)),
             "max_hops": max_hops,
             "edge_types": types,
             "direction": direction,
@@ -274,17 +279,17 @@ class AsyncRun:
 
     async def reach(
         self,
-        node_: NodeLike,
+        node: NodeLike,
         *,
         direction: Walk = "out",
         max_hops: int = 2,
         edge_types: Sequence[str] | None = None,
         limit: int = 100,
     ) -> ReachResult:
-        """Nodes within ``max_hops`` of ``node_`` as of the pinned version (recorded)."""
+        """Nodes within ``max_hops`` of ``node`` as of the pinned version (recorded)."""
         types = list(edge_types) if edge_types else None
         args = {
-            "node": list(node(node_)),
+            "node": list(_as_node(node)),
             "direction": direction,
             "max_hops": max_hops,
             "edge_types": types,
@@ -294,7 +299,7 @@ class AsyncRun:
             "reach",
             args,
             self.graph.reach(
-                node_,
+                node,
                 direction=direction,
                 max_hops=max_hops,
                 edge_types=types,
@@ -303,11 +308,13 @@ class AsyncRun:
             ),
         )
 
-    async def history(
-        self, edge_type: str, subject: NodeLike, obj: NodeLike
-    ) -> list[dict[str, Any]]:
+    async def history(self, edge_type: str, subject: NodeLike, obj: NodeLike) -> HistoryView:
         """An edge's history up to the pinned version (recorded)."""
-        args = {"edge_type": edge_type, "subject": list(node(subject)), "object": list(node(obj))}
+        args = {
+            "edge_type": edge_type,
+            "subject": list(_as_node(subject)),
+            "object": list(_as_node(obj)),
+        }
         return await self._read(
             "history", args, self.graph.history(edge_type, subject, obj, at=self.version)
         )
@@ -445,5 +452,7 @@ class AsyncRun:
 
     async def retract(self, claim_id: str, *, reason: str = "") -> Receipt:
         """Retract one of the agent's claims within the run."""
-        r = await self.graph.retract(claim_id, agent=self.agent, task=self.task, reason=reason)
+        r = await self.graph.retract(
+            claim_id, agent=self.agent, task=self.task, reason=reason, run_id=self.run_id
+        )
         return await self._wrote(r)

@@ -48,7 +48,7 @@ from claimgraph.errors import (
     VersionNotYetAvailable,
     VersionPruned,
 )
-from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
+from claimgraph.projections.reader import EdgeView, HistoryView, NeighborView, SlotView
 from claimgraph.service.api import GraphWrites, NodeLike, Receipt, node
 from claimgraph.service.queries import Hop, PathsResult, PathView, Reached, ReachResult
 from claimgraph.service.reads import EdgeRef, GraphReads, edge_refs
@@ -151,6 +151,11 @@ def slot_view(r: dict[str, Any]) -> SlotView:
         tuple(_tuple(n) for n in r["nodes"]),
         r.get("fallback"),
     )
+
+
+def history_view(r: dict[str, Any]) -> HistoryView:
+    """A ``GET /v1/history`` answer as the embedded graph gives it (with its cut, if any)."""
+    return HistoryView(tuple(r["history"]), int(r["version"]), r.get("cut_below"))
 
 
 def read_edges_body(edges: Sequence[EdgeRef], at: int | None, timeout: float) -> dict[str, Any]:
@@ -288,8 +293,6 @@ def command_body(command: Command) -> tuple[str, dict[str, Any]]:
     if ctype == "claim":
         c["subject"] = f"{c.pop('subject_type')}:{c.pop('subject_id')}"
         c["object"] = f"{c.pop('object_type')}:{c.pop('object_id')}"
-    elif ctype == "retract":
-        c.pop("run_id", None)
     elif ctype == "register_key":
         c["public_key"] = bytes(c["public_key"]).hex()
     return ctype, c
@@ -696,7 +699,7 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
         *,
         at: int | None = None,
         timeout: float = 0.0,
-    ) -> list[dict[str, Any]]:
+    ) -> HistoryView:
         """Every decision that touched the edge, up to ``at``."""
         r = self._get(
             "/v1/history",
@@ -706,7 +709,7 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
             at=at,
             timeout=timeout or None,
         )
-        return cast(list[dict[str, Any]], r["history"])
+        return history_view(r)
 
     def quarantine(
         self, *, at: int | None = None, timeout: float = 0.0, include_closed: bool = False

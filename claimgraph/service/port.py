@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from claimgraph.core.model import Command, Decision
-from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
+from claimgraph.projections.reader import EdgeView, HistoryView, NeighborView, SlotView
 from claimgraph.service.api import NodeLike, Receipt
 from claimgraph.service.queries import PathsResult, ReachResult
 from claimgraph.service.reads import EdgeRef
@@ -107,6 +107,7 @@ class GraphPort(Protocol):
         agent: str,
         task: str = "",
         reason: str = "",
+        run_id: str | None = None,
         command_id: str | None = None,
     ) -> Receipt: ...
 
@@ -196,6 +197,11 @@ class GraphPort(Protocol):
 
     # -- reads at a version -----------------------------------------------------------------------
 
+    def read(self, query: str, /, **params: Any) -> Any:
+        """Any read of the query catalogue (:mod:`claimgraph.core.queries`) by name: the one
+        read operation; the typed reads below are its catalogued forms."""
+        ...
+
     def edge(
         self,
         edge_type: str,
@@ -270,7 +276,7 @@ class GraphPort(Protocol):
         *,
         at: int | None = None,
         timeout: float = 0.0,
-    ) -> list[dict[str, Any]]: ...
+    ) -> HistoryView: ...
 
     def quarantine(
         self, *, at: int | None = None, timeout: float = 0.0, include_closed: bool = False

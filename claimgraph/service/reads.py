@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from claimgraph.core.commands import cut
+from claimgraph.core.queries import QUERIES, QuerySpec, params_violation
 from claimgraph.errors import InputError, UnknownSlotError
 from claimgraph.projections.browse import (
     BUDGET,
@@ -16,7 +17,13 @@ from claimgraph.projections.browse import (
     conflicts_page,
     edges_page,
 )
-from claimgraph.projections.reader import EdgeView, NeighborView, ProjectionReader, SlotView
+from claimgraph.projections.reader import (
+    EdgeView,
+    HistoryView,
+    NeighborView,
+    ProjectionReader,
+    SlotView,
+)
 from claimgraph.service.api import NodeLike, _node
 from claimgraph.service.queries import (
     PathsResult,
@@ -26,7 +33,7 @@ from claimgraph.service.queries import (
     keep_neighbor,
 )
 
-__all__ = ["Browsable", "EdgeRef", "GraphReads", "edge_refs"]
+__all__ = ["Browsable", "EdgeRef", "GraphReads", "catalogued", "edge_refs"]
 
 EdgeRef = tuple[str, NodeLike, NodeLike]  # (edge_type, subject, object) of a batch read
 
@@ -47,6 +54,19 @@ def edge_refs(edges: Sequence[EdgeRef]) -> list[tuple[str, tuple[str, str], tupl
             raise InputError(f"edge {i} of read_edges has edge type {cut(t)}: expected a string")
         out.append((t, _node(s), _node(o)))
     return out
+
+
+def catalogued(query: str, params: dict[str, Any]) -> QuerySpec:
+    """The catalogue's read ``query`` (:mod:`claimgraph.core.queries`) once ``params`` fit
+    it; an unknown read, an unknown or missing parameter, or a value outside its declared
+    domain raises :class:`InputError` naming it, before anything is read."""
+    spec = QUERIES.get(query) if isinstance(query, str) else None
+    if spec is None:
+        raise InputError(f"no read {cut(query, 40)}; the reads are {', '.join(QUERIES)}")
+    problem = params_violation(spec, params)
+    if problem is not None:
+        raise InputError(problem)
+    return spec
 
 
 _BLOCKED_LOCK = threading.Lock()
@@ -171,6 +191,12 @@ class GraphReads:
         return at
 
     # -- reads ----------------------------------------------------------------------------------
+
+    def read(self, query: str, /, **params: Any) -> Any:
+        """Any read of the query catalogue, by name: the port's one read operation
+        (``read("edge", edge_type=..., subject=..., obj=..., at=...)``). Checked against the
+        catalogue first (:func:`catalogued`), then answered as the read's own method does."""
+        return getattr(self, catalogued(query, params).name)(**params)
 
     def edge(
         self,
@@ -456,9 +482,12 @@ class GraphReads:
         *,
         at: int | None = None,
         timeout: float = 0.0,
-    ) -> list[dict[str, Any]]:
-        """Every decision that touched the edge, up to ``at``."""
-        return self.reader.history(edge_type, _node(subject), _node(obj), self._at(at, timeout))
+    ) -> HistoryView:
+        """Every decision that touched the edge, up to ``at``, oldest first; after GC it says
+        from which version on it is complete (``cut_below``) when entries below were removed."""
+        s, o, v = _node(subject), _node(obj), self._at(at, timeout)
+        entries = self.reader.history(edge_type, s, o, v)
+        return HistoryView(tuple(entries), v, self.reader.history_cut(edge_type, s, o))
 
     def quarantine(
         self, *, at: int | None = None, timeout: float = 0.0, include_closed: bool = False

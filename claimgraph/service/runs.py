@@ -34,7 +34,7 @@ from claimgraph.service.traces import (
 )
 
 if TYPE_CHECKING:
-    from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
+    from claimgraph.projections.reader import EdgeView, HistoryView, NeighborView, SlotView
     from claimgraph.service.api import NodeLike, Receipt
     from claimgraph.service.queries import PathsResult, ReachResult
     from claimgraph.service.reads import EdgeRef
@@ -418,11 +418,11 @@ class Run:
         )
         return r
 
-    def history(self, edge_type: str, subject: NodeLike, obj: NodeLike) -> list[dict[str, Any]]:
+    def history(self, edge_type: str, subject: NodeLike, obj: NodeLike) -> HistoryView:
         """An edge's history up to the pinned version (recorded)."""
         g: Any = self.graph
         args = {"edge_type": edge_type, "subject": _node(subject), "object": _node(obj)}
-        r: list[dict[str, Any]] = self._read(
+        r: HistoryView = self._read(
             "history", args, lambda: g.history(edge_type, subject, obj, at=self.version)
         )
         return r
@@ -619,7 +619,9 @@ class Run:
     def retract(self, claim_id: str, *, reason: str = "") -> Receipt:
         """Retract one of the agent's claims within the run."""
         g: Any = self.graph
-        r: Receipt = g.retract(claim_id, agent=self.agent, task=self.task, reason=reason)
+        r: Receipt = g.retract(
+            claim_id, agent=self.agent, task=self.task, reason=reason, run_id=self.run_id
+        )
         return self._wrote(r)
 
 

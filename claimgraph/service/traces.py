@@ -37,6 +37,8 @@ __all__ = [
 
 
 def jsonable(value: Any) -> Any:
+    if hasattr(value, "traced"):  # what a run digests of it (a history: see HistoryView)
+        return jsonable(value.traced())
     if hasattr(value, "as_dict"):
         return value.as_dict()
     if isinstance(value, list | tuple):
