@@ -33,13 +33,13 @@ from claimgraph.sdk.http import HttpGraph
 from claimgraph.service.attached import AttachedGraph
 from claimgraph.service.graph import Graph
 from claimgraph.service.kafka_graph import KafkaGraph
-from claimgraph.service.port import GraphPort
+from claimgraph.service.port import GraphAPI
 from claimgraph.service.runs import Run
 from claimgraph.service.traces import READ_OPS
 from tests.conftest import SCHEMA
 from tests.http_fixtures import TOKENS, token_file
 
-GRAPHS = (GraphPort, Graph, KafkaGraph, AttachedGraph, HttpGraph, AsyncGraph, AsyncHttpGraph)
+GRAPHS = (GraphAPI, Graph, KafkaGraph, AttachedGraph, HttpGraph, AsyncGraph, AsyncHttpGraph)
 
 
 def _signature(fn: Any) -> tuple[list[str], dict[str, Any]]:
@@ -297,3 +297,18 @@ def test_bad_reads_are_refused_with_a_clear_error(
         assert phrase in (params_violation(spec, params) or "")
     with pytest.raises(InputError, match=phrase.replace("(", r"\(")):
         world.read(name, **params)
+
+
+# -- the generated surfaces ----------------------------------------------------------------------
+
+
+def test_the_generated_read_methods_are_what_the_catalogue_makes() -> None:
+    """claimgraph/service/catalogue_reads.py and claimgraph/sdk/aio_reads.py are exactly what
+    tools/gen_reads.py writes from the catalogue today (regenerate after changing it)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
+    import gen_reads as gen
+
+    for path, aio in ((gen.SYNC, False), (gen.ASYNC, True)):
+        assert path.read_text(encoding="utf-8") == gen.render(aio), f"{path}: regenerate it"

@@ -73,6 +73,7 @@ class Param:
     positional: bool = False  # leads the Python signature, before ``*``
     py: str = ""  # its Python keyword when not ``name`` (``obj``: ``object`` is a builtin)
     checked: bool = True  # its domain is checked here (False: the read checks its shape)
+    annotation: str = ""  # its Python type when the domain's is not it (generated signatures)
 
     @property
     def required(self) -> bool:
@@ -159,6 +160,8 @@ class QuerySpec:
     paged: bool = False  # the route also serves pages (PAGE_PARAMS); the SDK follows them
     mcp: str = ""  # the MCP tool that serves it ("" none: MCP's agents do not need it)
     cli: str = ""  # the CLI command that prints it ("" none)
+    answer: str = ""  # the field of the HTTP answer that holds the result ("": the whole body)
+    in_run: bool = False  # it can meet a quarantine: over HTTP it names the run it is read in
 
     @property
     def all_params(self) -> tuple[Param, ...]:
@@ -179,6 +182,7 @@ _SPECS = (
         _edge(),
         "EdgeView",
         "/v1/edge",
+        in_run=True,
         traced=True,
         waits=True,
         mcp="read_edge",
@@ -194,10 +198,13 @@ _SPECS = (
                 doc="(edge_type, subject, object) triples; at most the server's max_batch.",
                 positional=True,
                 checked=False,
+                annotation="Sequence[EdgeRef]",
             ),
         ),
         "list[EdgeView]",
         "/v1/read/edges",
+        answer="edges",
+        in_run=True,
         waits=True,
         post=True,
         mcp="read_edges",
@@ -212,6 +219,7 @@ _SPECS = (
         ),
         "SlotView",
         "/v1/slot",
+        in_run=True,
         traced=True,
         waits=True,
         mcp="read_slot",
@@ -237,6 +245,8 @@ _SPECS = (
         ),
         "list[NeighborView]",
         "/v1/neighbors",
+        answer="neighbors",
+        in_run=True,
         traced=True,
         waits=True,
         mcp="neighbors",
@@ -255,6 +265,7 @@ _SPECS = (
         ),
         "PathsResult",
         "/v1/paths",
+        in_run=True,
         traced=True,
         waits=True,
         cut=Cut.LIMIT,
@@ -273,6 +284,7 @@ _SPECS = (
         ),
         "ReachResult",
         "/v1/reach",
+        in_run=True,
         traced=True,
         waits=True,
         cut=Cut.LIMIT,
@@ -285,6 +297,7 @@ _SPECS = (
         (_p("limit", Domain(Kind.INT, lo=1, hi=I64), 500, "At most this many edges."),),
         "list[EdgeView]",
         "/v1/graph",
+        answer="edges",
         cut=Cut.PAGE,
         paged=True,
     ),
@@ -312,6 +325,7 @@ _SPECS = (
         ),
         "list[dict[str, Any]]",
         "/v1/quarantine",
+        answer="conflicts",
         traced=True,
         paged=True,
         waits=True,
@@ -365,6 +379,7 @@ _SPECS = (
         ),
         "list[dict[str, Any]]",
         "/v1/escalations",
+        answer="escalations",
     ),
     QuerySpec(
         "calibration",
@@ -372,6 +387,7 @@ _SPECS = (
         (_p("edge_type", _ID, doc="The edge type.", positional=True),),
         "dict[str, tuple[int, int]]",
         "/v1/calibration",
+        answer="record",
     ),
     QuerySpec(
         "decisions",
@@ -391,6 +407,7 @@ _SPECS = (
         ),
         "list[tuple[int, Decision]]",
         "/v1/decisions",
+        answer="decisions",
         versioned=False,
         cli="log",
     ),

@@ -35,7 +35,7 @@ from claimgraph.errors import AuthError, ClaimgraphError
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.service.access import Access, Principal, Scoped
 from claimgraph.service.api import Receipt, node
-from claimgraph.service.port import GraphPort
+from claimgraph.service.port import GraphAPI
 from claimgraph.service.queries import PathsResult, ReachResult
 from claimgraph.service.runs import Run
 from claimgraph.service.traces import digest
@@ -73,7 +73,7 @@ class AgentSession:
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
 
     @classmethod
-    def over(cls, graph: GraphPort, principal: Principal, **kw: Any) -> AgentSession:
+    def over(cls, graph: GraphAPI, principal: Principal, **kw: Any) -> AgentSession:
         """A session over ``graph`` with a service layer of its own (one process, one
         session: stdio, tests)."""
         return cls(Access(graph).of(principal), **kw)

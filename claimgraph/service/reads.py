@@ -24,7 +24,8 @@ from claimgraph.projections.reader import (
     ProjectionReader,
     SlotView,
 )
-from claimgraph.service.api import NodeLike, _node
+from claimgraph.service.api import NodeLike, Receipt, _node
+from claimgraph.service.catalogue_reads import CatalogueReads
 from claimgraph.service.queries import (
     PathsResult,
     ReachResult,
@@ -33,7 +34,7 @@ from claimgraph.service.queries import (
     keep_neighbor,
 )
 
-__all__ = ["Browsable", "EdgeRef", "GraphReads", "catalogued", "edge_refs"]
+__all__ = ["BlockedReads", "Browsable", "EdgeRef", "GraphReads", "catalogued", "edge_refs"]
 
 EdgeRef = tuple[str, NodeLike, NodeLike]  # (edge_type, subject, object) of a batch read
 
@@ -110,8 +111,9 @@ class Browsable(Protocol):
     def neighborhood(self, node: NodeLike, *, at: int | None = None) -> list[NeighborView]: ...
 
 
-class GraphReads:
-    """Reads at a version; subclasses provide ``reader``, ``head()`` and ``wait_for()``.
+class BlockedReads:
+    """The blocked reads of runs, per graph: what every sync graph (in process or over HTTP)
+    keeps for the runs reading through it.
 
     Reads of a run that come back ``unknown`` (or halt) are remembered per (run, conflict)
     with the distinct queries that hit it (reads outside a run are not); :meth:`flush_blocked`
@@ -119,7 +121,6 @@ class GraphReads:
     blocked-read thresholds count in the log.
     """
 
-    reader: ProjectionReader
     _blocked: dict[tuple[str | None, str], set[str]]
 
     @property
@@ -152,7 +153,7 @@ class GraphReads:
         run: str | None = None,
         pinned: int | None = None,
         task: str = "",
-    ) -> list[Any]:
+    ) -> list[Receipt]:
         """Report the blocked reads noted so far (only ``run``'s when given) to the log.
 
         One ``read_blocked`` command per (run, conflict), counting distinct queries;
@@ -173,6 +174,25 @@ class GraphReads:
             send(k[1], n, agent=agent, run_id=k[0], pinned_version=pinned, task=task)
             for k, n in counts
         ]
+
+    def note_unknown(self, result: object, name: str, query: str) -> None:
+        """Note the conflicts a read's answer met (only a run's reads count): unknown edges
+        and slots as ``query``, the unknown hops of a walk (``name``'s) each as its own."""
+        if isinstance(result, PathsResult | ReachResult):
+            for h in result.unknown:
+                self._note_blocked(h.conflict_id, f"{name} {h.edge_type} {h.subject} {h.object}")
+            return
+        for x in result if isinstance(result, list) else [result]:
+            if getattr(x, "state", None) == "unknown":
+                self._note_blocked(getattr(x, "conflict_id", None), query)
+
+
+class GraphReads(BlockedReads, CatalogueReads):
+    """Reads at a version from ``self.reader``; subclasses provide ``reader``, ``head()`` and
+    ``wait_for()``. Each catalogued read is a method here (its implementation), answered by
+    ``read`` too."""
+
+    reader: ProjectionReader
 
     def head(self) -> int:
         raise NotImplementedError
@@ -196,7 +216,10 @@ class GraphReads:
         """Any read of the query catalogue, by name: the port's one read operation
         (``read("edge", edge_type=..., subject=..., obj=..., at=...)``). Checked against the
         catalogue first (:func:`catalogued`), then answered as the read's own method does."""
-        return getattr(self, catalogued(query, params).name)(**params)
+        name = catalogued(query, params).name
+        if getattr(type(self), name) is getattr(CatalogueReads, name):
+            raise NotImplementedError(f"{type(self).__name__} does not implement the read {name}")
+        return getattr(self, name)(**params)
 
     def edge(
         self,

@@ -13,10 +13,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from claimgraph.core.commands import cut
+from claimgraph.core.commands import Kind, cut
+from claimgraph.core.queries import QUERIES, QuerySpec, params_violation
 from claimgraph.core.wire import decode_run_event, encode_run_event
 from claimgraph.errors import ClaimgraphError, InputError
-from claimgraph.service.api import NodeLike
+from claimgraph.service.api import NodeLike, node
 
 __all__ = [
     "NEIGHBOR_FILTERS",
@@ -33,6 +34,8 @@ __all__ = [
     "live_pins",
     "replay",
     "summarize",
+    "trace_args",
+    "traced_read",
 ]
 
 
@@ -73,6 +76,43 @@ NEIGHBOR_FILTERS = ("min_confidence", "writer", "asserted_after", "asserted_befo
 # from 2 on, reads of edge types (or slot sides) the schema does not define are errors;
 # traces without it replay with the old meaning (``absent``).
 READS_REVISION = 2
+
+
+def traced_read(query: str, params: dict[str, Any]) -> QuerySpec:
+    """The catalogue's read ``query`` if a run traces it and ``params`` fit it (a run reads
+    at its pinned version: no ``at``, no ``timeout``); else :class:`InputError`."""
+    spec = QUERIES.get(query) if isinstance(query, str) else None
+    if spec is None or not spec.traced:
+        traced = ", ".join(s.name for s in QUERIES.values() if s.traced)
+        raise InputError(f"a run does not read {cut(query, 40)}; its reads are {traced}")
+    known = {p.keyword for p in spec.params}
+    extra = sorted(set(params) - known)
+    if extra:
+        raise InputError(
+            f"{spec.name} in a run takes no {cut(extra[0], 40)} (it reads at its pinned version)"
+        )
+    problem = params_violation(spec, params)
+    if problem is not None:
+        raise InputError(problem)
+    return spec
+
+
+def trace_args(spec: QuerySpec, params: dict[str, Any]) -> dict[str, Any]:
+    """A traced read's recorded arguments (catalogue names, nodes as ``[type, id]``): those
+    :data:`READ_OPS` names always (defaults filled in), the ones added since only when given
+    (traces recorded before them stay as they were)."""
+    base = READ_OPS.get(spec.name, ())
+    out: dict[str, Any] = {}
+    for p in spec.params:
+        v = params.get(p.keyword, None if p.required else p.default)
+        if p.node and v is not None:
+            t, i = node(v)
+            v = [t, i]
+        elif p.domain.kind is Kind.LIST:
+            v = list(v) if v else None
+        if p.name in base or v is not None:
+            out[p.name] = v
+    return out
 
 
 class _Reads(Protocol):
