@@ -218,6 +218,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[Graph]:
+    """A graph with edges, a slot changed after GC (a cut history) and a schema."""
     g = claimgraph.open(tmp_path / "g", create=True, graph="test")
     g.publish_schema(SCHEMA, agent="admin")
     g.assert_("depends_on", "service:a", "service:b", agent="inventory", command_id="c-ab")
@@ -251,6 +252,47 @@ def test_read_answers_every_catalogued_read_as_its_method_on_each_transport(worl
                 _same(g.read(name, **params), getattr(g, name)(**params))
         for name, params in EXAMPLES.items():
             _same(http.read(name, **params), world.read(name, **params))
+
+
+def test_every_catalogued_read_answers_alike_on_every_transport(
+    world: Graph, tmp_path: Path
+) -> None:
+    """The contract of the one read operation: every read of the catalogue, through
+    ``read``, gives the embedded graph's answer on the attached graph (secondaries and the
+    writer's socket), over HTTP, and on the async embedded and HTTP graphs; and each typed
+    method (generated or implemented) gives what ``read`` gives."""
+    import anyio
+
+    from claimgraph.service.attached import AttachedGraph
+    from claimgraph.service.local_writer import WriterListener
+
+    assert set(EXAMPLES) == set(QUERIES)
+    want = {name: world.read(name, **params) for name, params in EXAMPLES.items()}
+    app = create_app(world, token_file())
+    listener = WriterListener(world)
+    attached = AttachedGraph(tmp_path / "g", "test")
+    try:
+        with claimgraph.connect("http://t", token=TOKENS["tracer"], app=app) as http:
+            for g in (attached, http):
+                for name, params in EXAMPLES.items():
+                    _same(g.read(name, **params), want[name])
+                    _same(getattr(g, name)(**params), want[name])
+    finally:
+        attached.close()
+        listener.close()
+
+    async def go() -> None:
+        for g in (
+            AsyncEmbeddedGraph(world),
+            await claimgraph.aconnect("http://t", token=TOKENS["tracer"], app=app),
+        ):
+            for name, params in EXAMPLES.items():
+                _same(await g.read(name, **params), want[name])
+                _same(await getattr(g, name)(**params), want[name])
+            if isinstance(g, AsyncHttpGraph):
+                await g.aclose()
+
+    anyio.run(go)
 
 
 def test_async_read_answers_as_the_sync_one(world: Graph) -> None:
@@ -312,3 +354,78 @@ def test_the_generated_read_methods_are_what_the_catalogue_makes() -> None:
 
     for path, aio in ((gen.SYNC, False), (gen.ASYNC, True)):
         assert path.read_text(encoding="utf-8") == gen.render(aio), f"{path}: regenerate it"
+
+
+# -- a new read is one declaration plus its implementation -----------------------------------------
+
+TOY = QuerySpec(
+    "toy",
+    "A toy read: the version and n.",
+    (Param("n", Domain(Kind.INT, lo=0, hi=9), 1, "How many."),),
+    "dict[str, Any] | None",
+    "/v1/toy",
+    traced=True,
+)
+
+
+def _toy(self: Any, *, n: int = 1, at: int | None = None) -> dict[str, Any]:
+    """The toy read's one implementation (the embedded graph's)."""
+    return {"version": self._at(at, 0.0), "n": n}
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch) -> QuerySpec:
+    """The toy read declared in the catalogue and implemented by the embedded graph."""
+    from claimgraph.service.reads import GraphReads
+
+    monkeypatch.setitem(QUERIES, "toy", TOY)  # type: ignore[arg-type]
+    monkeypatch.setitem(READ_OPS, "toy", ("n",))  # what a trace of it records (the format)
+    monkeypatch.setattr(GraphReads, "toy", _toy, raising=False)
+    return TOY
+
+
+def test_a_toy_read_declared_once_is_on_every_surface(world: Graph, toy: QuerySpec) -> None:
+    """Declared in the catalogue and implemented once, a read is an HTTP route with its
+    bounds and operation id in OpenAPI, answered through the sync and async SDKs and a run,
+    and a typed method in the generated sync, async and run surfaces."""
+    import sys
+
+    import anyio
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
+    import gen_reads as gen
+
+    app = create_app(world, token_file())
+    op = app.openapi()["paths"]["/v1/toy"]["get"]
+    assert op["operationId"] == "toy"
+    got = {p["name"]: p["schema"] for p in op["parameters"]}
+    assert set(got) == {"n", "at"} and (got["n"]["minimum"], got["n"]["maximum"]) == (0, 9)
+    head = world.head()
+    with claimgraph.connect("http://t", token=TOKENS["tracer"], app=app) as http:
+        assert http.read("toy", n=3) == {"version": head, "n": 3}
+        with pytest.raises(InputError, match="n must be"):
+            http.read("toy", n=10)
+        with http.run() as run:
+            assert run.read("toy", n=2) == {"version": head, "n": 2}
+        (read,) = [e for e in run.events if e["kind"] == "read"]
+        assert '"op": "toy"' in read["payload"] and '"n": 2' in read["payload"]
+
+    async def remote() -> Any:
+        g = await claimgraph.aconnect("http://t", token=TOKENS["tracer"], app=app)
+        try:
+            return await g.read("toy", n=4)
+        finally:
+            await g.aclose()
+
+    assert anyio.run(remote) == {"version": head, "n": 4}
+    for aio in (False, True):
+        ns: dict[str, Any] = {}
+        exec(compile(gen.render(aio), "<generated>", "exec"), ns)
+        prefix = "Async" if aio else ""
+        for cls, want in (
+            (ns[f"{prefix}CatalogueReads"], ["self", "n", "at"]),
+            (ns[f"{prefix}RunReads"], ["self", "n"]),
+        ):
+            assert list(inspect.signature(cls.toy).parameters) == want
+            assert inspect.signature(cls.toy).parameters["n"].default == 1
+            assert inspect.iscoroutinefunction(cls.toy) is aio

@@ -73,3 +73,52 @@ def test_cli_retract_takes_a_run(tmp_path: Path) -> None:
         (rec,) = g.logs.commands.read(g.logs.commands.end() - 1, 1)
         assert decode_command(rec.value)["run_id"] == "run-cli"
         assert receipt["kind"] != "rejected"
+
+
+def test_an_mcp_agent_retracts_in_its_run(tmp_path: Path) -> None:
+    """Through a real MCP session on a served graph: retract_claim with the run_id start_run
+    returned is decided in that run (the command in the log names it) and traced as the run's
+    write; without a run_id it names none."""
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.http_fixtures import TOKENS
+    from tests.mcp_fixtures import result, served
+
+    with served(tmp_path / "g") as (url, g, _sessions):
+
+        async def go() -> tuple[str, dict[str, object], dict[str, object]]:
+            headers = {"Authorization": f"Bearer {TOKENS['inventory']}"}
+            async with (
+                httpx.AsyncClient(headers=headers, timeout=30) as client,
+                streamable_http_client(f"{url}/mcp", http_client=client) as (r, w, _),
+                ClientSession(r, w) as s,
+            ):
+                await s.initialize()
+
+                async def call(tool: str, **args: object) -> dict[str, object]:
+                    return result(await s.call_tool(tool, args))
+
+                run = await call("start_run")
+                edge = {"edge_type": "depends_on", "subject": "service:a"}
+                a = await call("assert_edge", **edge, object="service:b")
+                b = await call("assert_edge", **edge, object="service:c")
+                in_run = await call(
+                    "retract_claim", claim_id=a["claim_id"], reason="gone", run_id=run["run_id"]
+                )
+                await call("end_run", run_id=run["run_id"])
+                outside = await call("retract_claim", claim_id=b["claim_id"], reason="gone")
+                return str(run["run_id"]), in_run, outside
+
+        run_id, in_run, outside = anyio.run(go)
+        assert in_run["decision"] == outside["decision"] == "retired", (in_run, outside)
+        receipts = {
+            v: Receipt(d["command_id"], d["input_offset"], v, d)
+            for v, d in g.decisions(0, 100)
+            if d["command_type"] == "retract"
+        }
+        runs = [_run_of_retract(g, r) for _, r in sorted(receipts.items())]
+        assert runs == [run_id, None], runs
+        writes = [e for e in g.run_events(run_id) if e["kind"] == "write"]
+        assert any('"command_type": "retract"' in e["payload"] for e in writes), writes

@@ -18,7 +18,7 @@ from typing import Any, cast
 from fastapi import FastAPI
 
 from claimgraph import __version__
-from claimgraph.http import commands, middleware, observe, queries, reads, review, runs
+from claimgraph.http import catalogue, commands, middleware, observe, reads, review, runs
 from claimgraph.http.auth import TokenFile
 from claimgraph.http.context import Context
 from claimgraph.http.headers import SecurityHeaders
@@ -67,7 +67,7 @@ def create_app(
     app.state.context = ctx
     app.include_router(commands.router(ctx))
     app.include_router(reads.router(ctx))
-    app.include_router(queries.router(ctx))
+    app.include_router(catalogue.router(ctx))
     app.include_router(runs.router(ctx))
     app.include_router(review.router(ctx))
 
