@@ -429,3 +429,26 @@ def test_a_toy_read_declared_once_is_on_every_surface(world: Graph, toy: QuerySp
             assert list(inspect.signature(cls.toy).parameters) == want
             assert inspect.signature(cls.toy).parameters["n"].default == 1
             assert inspect.iscoroutinefunction(cls.toy) is aio
+
+
+def test_the_read_by_name_block_runs(world: Graph) -> None:
+    """docs/how-to/queries.md's ``read`` example runs as written: its sync line on the
+    embedded graph, its awaited line on the async one (the block's ``g`` and ``ag``)."""
+    import anyio
+
+    from tests.docs_text import block
+
+    sync, awaited = block("python", 'g.read("neighbors"').strip().splitlines()
+    while world.head() < 12:
+        world.assert_("depends_on", f"service:x{world.head()}", "service:y", agent="inventory")
+    world.assert_("depends_on", "service:checkout", "service:billing", agent="inventory")
+    assert eval(sync, {"g": world}) == []  # at version 12 checkout has no edge yet
+    assert [n.node for n in eval(sync.replace("at=12", "at=None"), {"g": world})] == [
+        ("service", "billing")
+    ]
+
+    async def go() -> Any:
+        return await eval(awaited.removeprefix("await "), {"ag": AsyncEmbeddedGraph(world)})
+
+    res = anyio.run(go)
+    assert res.src == ("service", "a") and len(res.paths) == 1

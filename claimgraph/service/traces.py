@@ -11,16 +11,15 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from claimgraph.core.commands import Kind, cut
 from claimgraph.core.queries import QUERIES, QuerySpec, params_violation
 from claimgraph.core.wire import decode_run_event, encode_run_event
 from claimgraph.errors import ClaimgraphError, InputError
-from claimgraph.service.api import NodeLike, node
+from claimgraph.service.api import node
 
 __all__ = [
-    "NEIGHBOR_FILTERS",
     "READS_REVISION",
     "READ_OPS",
     "ReplayReport",
@@ -70,8 +69,6 @@ READ_OPS: dict[str, tuple[str, ...]] = {
     "paths": ("src", "dst", "max_hops", "edge_types", "direction", "limit"),
     "reach": ("node", "direction", "max_hops", "edge_types", "limit"),
 }
-# The optional filters of ``neighbors`` (absent from traces recorded before them).
-NEIGHBOR_FILTERS = ("min_confidence", "writer", "asserted_after", "asserted_before")
 # Read semantics a trace was recorded under, in its ``start`` event's payload (``reads``):
 # from 2 on, reads of edge types (or slot sides) the schema does not define are errors;
 # traces without it replay with the old meaning (``absent``).
@@ -116,97 +113,23 @@ def trace_args(spec: QuerySpec, params: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Reads(Protocol):
-    def edge(self, edge_type: str, subject: NodeLike, obj: NodeLike, *, at: int | None) -> Any: ...
-    def slot(self, edge_type: str, node: NodeLike, *, direction: str, at: int | None) -> Any: ...
-    def neighbors(
-        self,
-        node: NodeLike,
-        *,
-        edge_type: str | None,
-        direction: str,
-        at: int | None,
-        include_absent: bool,
-        min_confidence: float | None = None,
-        writer: str | None = None,
-        asserted_after: int | None = None,
-        asserted_before: int | None = None,
-    ) -> Any: ...
-    def paths(
-        self,
-        src: NodeLike,
-        dst: NodeLike,
-        *,
-        max_hops: int,
-        edge_types: Sequence[str] | None,
-        direction: Literal["out", "in", "both"],
-        limit: int,
-        at: int | None,
-    ) -> Any: ...
-    def reach(
-        self,
-        node: NodeLike,
-        *,
-        direction: Literal["out", "in", "both"],
-        max_hops: int,
-        edge_types: Sequence[str] | None,
-        limit: int,
-        at: int | None,
-    ) -> Any: ...
-    def history(
-        self, edge_type: str, subject: NodeLike, obj: NodeLike, *, at: int | None
-    ) -> Any: ...
-    def quarantine(self, *, at: int | None, include_closed: bool) -> Any: ...
-    def claim_info(self, claim_id: str, *, at: int | None) -> Any: ...
-    def conflict(self, conflict_id: str, *, at: int | None) -> Any: ...
+    def read(self, query: str, /, **params: Any) -> Any: ...
 
 
 def execute(reads: _Reads, op: str, args: dict[str, Any], at: int) -> Any:
-    """Run one recorded read at ``at`` (the same call a run made)."""
-
-    def n(x: Any) -> NodeLike:
-        return tuple(x) if isinstance(x, list) else x
-
-    if op == "edge":
-        return reads.edge(args["edge_type"], n(args["subject"]), n(args["object"]), at=at)
-    if op == "slot":
-        return reads.slot(args["edge_type"], n(args["node"]), direction=args["direction"], at=at)
-    if op == "neighbors":
-        return reads.neighbors(
-            n(args["node"]),
-            edge_type=args["edge_type"],
-            direction=args["direction"],
-            at=at,
-            include_absent=args["include_absent"],
-            **{f: args[f] for f in NEIGHBOR_FILTERS if args.get(f) is not None},
-        )
-    if op == "paths":
-        return reads.paths(
-            n(args["src"]),
-            n(args["dst"]),
-            max_hops=args["max_hops"],
-            edge_types=args["edge_types"],
-            direction=args["direction"],
-            limit=args["limit"],
-            at=at,
-        )
-    if op == "reach":
-        return reads.reach(
-            n(args["node"]),
-            direction=args["direction"],
-            max_hops=args["max_hops"],
-            edge_types=args["edge_types"],
-            limit=args["limit"],
-            at=at,
-        )
-    if op == "history":
-        return reads.history(args["edge_type"], n(args["subject"]), n(args["object"]), at=at)
-    if op == "quarantine":
-        return reads.quarantine(at=at, include_closed=args["include_closed"])
-    if op == "claim_info":
-        return reads.claim_info(args["claim_id"], at=at)
-    if op == "conflict":
-        return reads.conflict(args["conflict_id"], at=at)
-    raise InputError(f"unknown read {cut(op)} (known: {', '.join(READ_OPS)})")
+    """Run one recorded read at ``at`` (the same call a run made), through ``read``: the
+    arguments :data:`READ_OPS` names must be there (a trace without them is malformed:
+    ``KeyError``), the ones added since default when absent."""
+    spec = QUERIES.get(op) if isinstance(op, str) else None
+    if spec is None or not spec.traced or op not in READ_OPS:
+        raise InputError(f"unknown read {cut(op)} (known: {', '.join(READ_OPS)})")
+    params: dict[str, Any] = {}
+    for p in spec.params:
+        v = args[p.name] if p.name in READ_OPS[op] else args.get(p.name)
+        if v is None and not p.required:
+            continue
+        params[p.keyword] = tuple(v) if p.node and isinstance(v, list) else v
+    return reads.read(op, **params, at=at)
 
 
 @dataclass(frozen=True, slots=True)
