@@ -365,6 +365,7 @@ TOY = QuerySpec(
     "dict[str, Any] | None",
     "/v1/toy",
     traced=True,
+    mcp="toy",
 )
 
 
@@ -452,3 +453,35 @@ def test_the_read_by_name_block_runs(world: Graph) -> None:
 
     res = anyio.run(go)
     assert res.src == ("service", "a") and len(res.paths) == 1
+
+
+def test_the_toy_read_is_an_mcp_tool(tmp_path: Path, toy: QuerySpec) -> None:
+    """Declared once, the toy read is an MCP tool with its bounded argument, answered through
+    a real MCP session on a served graph, and its out-of-bounds argument refused."""
+    import anyio
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.mcp_fixtures import result, served
+
+    schema = _mcp_tools()["toy"]
+    assert set(schema["properties"]) == {"n", "at", "run_id"}
+    assert (schema["properties"]["n"]["minimum"], schema["properties"]["n"]["maximum"]) == (0, 9)
+    with served(tmp_path / "g") as (url, g, _sessions):
+
+        async def go() -> tuple[dict[str, Any], bool]:
+            headers = {"Authorization": f"Bearer {TOKENS['tracer']}"}
+            async with (
+                httpx.AsyncClient(headers=headers, timeout=30) as client,
+                streamable_http_client(f"{url}/mcp", http_client=client) as (r, w, _),
+                ClientSession(r, w) as s,
+            ):
+                await s.initialize()
+                ok = result(await s.call_tool("toy", {"n": 5}))
+                bad = await s.call_tool("toy", {"n": 10})
+                return ok, bad.isError
+
+        ok, refused = anyio.run(go)
+        assert ok == {"version": g.head(), "result": {"version": g.head(), "n": 5}}
+        assert refused
