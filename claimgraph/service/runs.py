@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from claimgraph.errors import ConfigError, InputError, RunNotFound
+from claimgraph.service.api import GraphWrites
 from claimgraph.service.catalogue_reads import RunReads
 from claimgraph.service.traces import (
     READS_REVISION,
@@ -37,8 +38,9 @@ from claimgraph.service.traces import (
 )
 
 if TYPE_CHECKING:
+    from claimgraph.core.model import Command
     from claimgraph.projections.reader import EdgeView
-    from claimgraph.service.api import GraphWrites, NodeLike, Receipt
+    from claimgraph.service.api import NodeLike, Receipt
     from claimgraph.service.port import GraphPort
     from claimgraph.service.reads import EdgeRef
 
@@ -297,8 +299,6 @@ class Run(RunReads):
     @property
     def _writer(self) -> GraphWrites:
         """The graph's writers (every graph has them), or writers over its ``submit``."""
-        from claimgraph.service.api import GraphWrites
-
         if isinstance(self.graph, GraphWrites):
             return self.graph
         return _Submits(self.graph)
@@ -469,26 +469,17 @@ class Run(RunReads):
         return self._wrote(r)
 
 
-def _submits() -> type[GraphWrites]:
-    from claimgraph.service.api import GraphWrites
+class _Submits(GraphWrites):
+    """Writers over a bare port: each command (or signed record) through ``submit``."""
 
-    class Submits(GraphWrites):
-        """Writers over a bare port: each command (or signed record) through ``submit``."""
+    def __init__(self, graph: GraphPort) -> None:
+        self.graph, self.name = graph, graph.name
 
-        def __init__(self, graph: GraphPort) -> None:
-            self.graph, self.name = graph, graph.name
+    def _one(self, command: Command) -> Receipt:
+        return self.graph.submit([command])[0]
 
-        def _one(self, command: Any) -> Receipt:
-            return self.graph.submit([command])[0]
-
-        def _one_signed(self, record: bytes) -> Receipt:
-            return self.graph.submit([record])[0]
-
-    return Submits
-
-
-def _Submits(graph: GraphPort) -> GraphWrites:
-    return _submits()(graph)  # type: ignore[call-arg]
+    def _one_signed(self, record: bytes) -> Receipt:
+        return self.graph.submit([record])[0]
 
 
 def _node(n: NodeLike) -> list[str]:
