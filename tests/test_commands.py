@@ -25,7 +25,7 @@ from claimgraph.errors import AuthError, InputError
 from claimgraph.http.app import openapi_document
 from claimgraph.http.bodies import BODIES
 from claimgraph.service.inputs import parse_command
-from claimgraph.service.port import GraphPort
+from claimgraph.service.port import GraphAPI
 from claimgraph.service.signers import Signer
 from tests.conftest import ROOT, SCHEMA
 from tests.http_fixtures import TOKENS
@@ -60,7 +60,7 @@ def test_http_routes_and_bodies_are_the_client_commands() -> None:
 
 def test_the_graph_port_has_a_writer_per_client_command_and_no_tick() -> None:
     """The SDK writers are the catalogue's client names (``assert`` is ``assert_``)."""
-    members = dict(inspect.getmembers(GraphPort))
+    members = dict(inspect.getmembers(GraphAPI))
     for name in CLIENT_NAMES:
         assert (name + "_" if name == "assert" else name) in members, name
     assert "tick" not in members

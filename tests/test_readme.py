@@ -54,6 +54,7 @@ INVENTORY: list[tuple[str, str, str]] = [
     ("bash", "pip install -e '.[http,kafka]'", "test_cli::test_readme_cli_synopsis_runs"),
     ("bash", "cat > cmds.jsonl <<'EOF'", "test_cli::test_readme_cli_synopsis_runs"),
     ("python", 'with claimgraph.open("./g2"', "test_cli::test_readme_python_synopsis_runs"),
+    ("python", 'g.read("neighbors"', "test_query_catalogue::test_the_read_by_name_block_runs"),
     ("bash", "cat > tokens.yaml <<'EOF'", "test_readme::test_serve_sdk_and_runs_blocks"),
     ("bash", "token add human:alice --role resolver", "test_readme::test_token_block"),
     ("py", "snap = g.snapshot()", "test_readme::test_serve_sdk_and_runs_blocks"),

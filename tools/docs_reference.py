@@ -1143,7 +1143,7 @@ def _first(text: str | None) -> str:
 
 def python_page() -> str:
     import claimgraph
-    from claimgraph.service.port import GraphPort
+    from claimgraph.service.port import GraphAPI, GraphPort
 
     rows = []
     for name in claimgraph.__all__:
@@ -1154,25 +1154,35 @@ def python_page() -> str:
         if inspect.isclass(obj) and issubclass(obj, BaseException):
             kind = "error"
         rows.append([code(name), kind, cell(first_line(obj))])
-    methods = []
-    for name, fn in inspect.getmembers(GraphPort, inspect.isfunction):
-        if name.startswith("_"):
-            continue
-        sig = str(inspect.signature(fn)).replace("(self, ", "(").replace("(self)", "()")
-        methods.append(f"- `{name}{sig}`" + (f" — {md(first_line(fn))}" if fn.__doc__ else ""))
+
+    def methods_of(cls: type, skip: frozenset[str] = frozenset()) -> list[str]:
+        out = []
+        for name, fn in inspect.getmembers(cls, inspect.isfunction):
+            if name.startswith("_") or name in skip:
+                continue
+            sig = str(inspect.signature(fn)).replace("(self, ", "(").replace("(self)", "()")
+            out.append(f"- `{name}{sig}`" + (f" — {md(first_line(fn))}" if fn.__doc__ else ""))
+        return out
+
+    port = methods_of(GraphPort)
+    methods = methods_of(GraphAPI, frozenset(n for n, _ in inspect.getmembers(GraphPort)))
     return "\n".join(
         [
             "# Python API\n",
             GENERATED,
             "What `import claimgraph` exports (its `__all__`), and the methods of a graph: "
             "`claimgraph.open(path)` (embedded), `claimgraph.connect(url, token=...)` (HTTP) "
-            "and the Kafka graph share one interface, `GraphPort` "
-            "(`claimgraph/service/port.py`). The async SDK (`await claimgraph.aopen(path)`, "
+            "and the Kafka graph share one interface, `GraphAPI`: the narrow port `GraphPort` "
+            "(`claimgraph/service/port.py`) and what is derived over it from the command and "
+            "query catalogues (a writer per client command, a typed read per catalogued "
+            "read, runs). The async SDK (`await claimgraph.aopen(path)`, "
             "`await claimgraph.aconnect(url, token=...)`) has the same methods, each "
             "awaited, and closes with `await g.aclose()` (or `async with`).\n",
             "## Exports\n",
             table(["Name", "Kind", "What it is"], rows) + "\n",
-            "## A graph's methods (`GraphPort`)\n",
+            "## The port (`GraphPort`)\n",
+            "\n".join(port) + "\n",
+            "## A graph's methods (`GraphAPI`)\n",
             "\n".join(methods) + "\n",
         ]
     )

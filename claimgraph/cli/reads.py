@@ -169,9 +169,13 @@ def history(
     with graph_session() as g:
         hs = g.history(edge_type, subject, obj, at=at)
         if as_json:
-            emit(hs)
+            emit(hs.as_dict())
             return
-        if not hs:
+        if hs.cut_below is not None:
+            out.print(
+                f"(cut: entries below version {hs.cut_below} were removed by gc)", markup=False
+            )
+        elif not hs:
             out.print("no history: no claim was ever made about this edge", markup=False)
         for h in hs:
             out.print(

@@ -259,11 +259,12 @@ def retract(
     agent: AgentOpt = ...,  # type: ignore[assignment]
     task: TaskOpt = "",
     reason: Annotated[str, typer.Option(help="Why it is withdrawn.")] = "",
+    run_id: Annotated[str | None, typer.Option("--run", help="Run id.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Withdraw one's own claim: it leaves head and stays readable at older versions."""
     with graph_session() as g:
-        r = g.retract(claim_id, agent=agent, task=task, reason=reason)
+        r = g.retract(claim_id, agent=agent, task=task, reason=reason, run_id=run_id)
         print_receipt(r, as_json)
         if r.kind == "rejected":
             raise typer.Exit(1)

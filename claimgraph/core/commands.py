@@ -49,6 +49,7 @@ __all__ = [
     "Violation",
     "client_command",
     "cut",
+    "field_violation",
     "violation",
 ]
 
@@ -92,6 +93,7 @@ class Kind(StrEnum):
     LIST = "list"  # at most ``size`` items, each in ``item``
     MAP = "map"  # at most ``size`` entries: keys in ``key``, values in ``item``
     ENUM = "enum"  # one of ``values``
+    BOOL = "bool"  # true or false (read parameters; no command field is one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +139,8 @@ class Domain:
                 f"at most {self.size} entries, names {self.key.describe()}, "
                 f"values {self.item.describe()}{null}"
             )
+        if k is Kind.BOOL:
+            return f"true or false{null}"
         return f"one of {', '.join(self.values)}{null}"
 
 
@@ -412,6 +416,11 @@ def violation(spec: CommandSpec, command: Mapping[str, object]) -> Violation | N
     return None
 
 
+def field_violation(name: str, dom: Domain, value: object) -> Violation | None:
+    """Whether one value is outside ``dom`` (named ``name`` in the detail); pure and total."""
+    return _check(name, dom, value)
+
+
 def _check(name: str, dom: Domain, value: object) -> Violation | None:
     if value is None:
         if dom.nullable:
@@ -496,6 +505,12 @@ def _check(name: str, dom: Domain, value: object) -> Violation | None:
             )
             if v is not None:
                 return v
+        return None
+    if k is Kind.BOOL:
+        if not isinstance(value, bool):
+            return Violation(
+                "invalid_field", name, f"{name} must be true or false, got {_type(value)}"
+            )
         return None
     if not isinstance(value, str) or value not in dom.values:
         return Violation(

@@ -1,7 +1,7 @@
 """The HTTP API: commands as authenticated principals, reads at any version, runs, review page.
 
 :func:`create_app` wires a graph (anything that implements the graph port,
-:class:`~claimgraph.service.port.GraphPort`: the embedded graph or the Kafka-backed graph), a
+:class:`~claimgraph.service.port.GraphAPI`: the embedded graph or the Kafka-backed graph), a
 :class:`~claimgraph.http.auth.TokenFile` and, for graphs that require signatures, the
 ingress's :class:`~claimgraph.service.signers.Signer` into a FastAPI app. Every route is thin:
 it checks the caller's token, calls the graph through the port, and maps our errors to
@@ -18,21 +18,21 @@ from typing import Any, cast
 from fastapi import FastAPI
 
 from claimgraph import __version__
-from claimgraph.http import commands, middleware, observe, queries, reads, review, runs
+from claimgraph.http import catalogue, commands, middleware, observe, reads, review, runs
 from claimgraph.http.auth import TokenFile
 from claimgraph.http.context import Context
 from claimgraph.http.headers import SecurityHeaders
 from claimgraph.http.thin import ThinReads
 from claimgraph.service.access import Access
 from claimgraph.service.limits import DEFAULT_LIMITS, Limits
-from claimgraph.service.port import GraphPort
+from claimgraph.service.port import GraphAPI
 from claimgraph.service.signers import Signer
 
 __all__ = ["create_app", "openapi_document"]
 
 
 def create_app(
-    graph: GraphPort,
+    graph: GraphAPI,
     tokens: TokenFile,
     *,
     signer: Signer | None = None,
@@ -67,7 +67,7 @@ def create_app(
     app.state.context = ctx
     app.include_router(commands.router(ctx))
     app.include_router(reads.router(ctx))
-    app.include_router(queries.router(ctx))
+    app.include_router(catalogue.router(ctx))
     app.include_router(runs.router(ctx))
     app.include_router(review.router(ctx))
 
@@ -81,4 +81,4 @@ def create_app(
 
 def openapi_document() -> dict[str, Any]:
     """The API's OpenAPI document (independent of any graph or token)."""
-    return create_app(cast(GraphPort, None), TokenFile({})).openapi()
+    return create_app(cast(GraphAPI, None), TokenFile({})).openapi()

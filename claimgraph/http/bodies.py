@@ -144,9 +144,10 @@ class ClaimIn(In):
 class RetractIn(In):
     claim_id: Id
     reason: Text = ""
+    run_id: Id | None = None
 
     def fields(self) -> dict[str, Any]:
-        return {"run_id": None, "claim_id": self.claim_id, "reason": self.reason}
+        return {"run_id": self.run_id, "claim_id": self.claim_id, "reason": self.reason}
 
 
 class ResolveIn(In):

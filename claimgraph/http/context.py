@@ -19,7 +19,7 @@ from claimgraph.http.auth import Principal, TokenFile
 from claimgraph.service.access import Access, Scoped
 from claimgraph.service.api import Receipt
 from claimgraph.service.limits import DEFAULT_LIMITS, Limits, RunTally, Slots
-from claimgraph.service.port import GraphPort
+from claimgraph.service.port import GraphAPI
 from claimgraph.service.reads import Browsable
 from claimgraph.service.signers import Signer
 
@@ -31,7 +31,7 @@ class Context:
     """The app's one graph (embedded or Kafka, through the graph port), its identities, and
     its service layer (``access``: given, when other surfaces share it, or made here)."""
 
-    graph: GraphPort
+    graph: GraphAPI
     tokens: TokenFile
     signer: Signer | None = None
     limits: Limits = DEFAULT_LIMITS
@@ -91,7 +91,7 @@ def receipt_json(r: Receipt) -> dict[str, Any]:
     }
 
 
-def browsable(graph: GraphPort) -> Browsable:
+def browsable(graph: GraphAPI) -> Browsable:
     """The graph's paging reads (the embedded and the Kafka graph have them)."""
     if not isinstance(graph, Browsable):
         raise ConfigError(f"{type(graph).__name__} cannot be browsed page by page")

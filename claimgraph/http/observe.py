@@ -53,7 +53,7 @@ from claimgraph.errors import ClaimgraphError
 from claimgraph.logconf import Event, json_handler
 from claimgraph.service.api import Receipt
 from claimgraph.service.lag import Lagging
-from claimgraph.service.port import GraphPort
+from claimgraph.service.port import GraphAPI
 
 __all__ = [
     "HttpMetrics",
@@ -75,7 +75,7 @@ AUTHORIZED = "claimgraph.authorized"  # ... and (the Authorization header, its p
 class HttpMetrics:
     """The HTTP API's metrics, in a registry of their own (one per app)."""
 
-    def __init__(self, graph: GraphPort | None) -> None:
+    def __init__(self, graph: GraphAPI | None) -> None:
         self.registry = CollectorRegistry()
         self.duration = Histogram(
             "claimgraph_http_request_duration_seconds",
@@ -130,7 +130,7 @@ class HttpMetrics:
 class _GraphCollector(Collector):
     """Gauges read from the graph when scraped: applied version, projection lag, quarantines."""
 
-    def __init__(self, graph: GraphPort) -> None:
+    def __init__(self, graph: GraphAPI) -> None:
         self.graph = graph
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
@@ -317,7 +317,7 @@ class Observe:
 
 def install(
     app: FastAPI,
-    graph: GraphPort | None,
+    graph: GraphAPI | None,
     *,
     ready_lag: float = 1.0,
     log: RequestLog | None = None,
@@ -360,7 +360,7 @@ def install(
     return metrics
 
 
-def _count_decisions(graph: GraphPort, metrics: HttpMetrics) -> None:
+def _count_decisions(graph: GraphAPI, metrics: HttpMetrics) -> None:
     """Count the decision of every command ``graph`` submits (every write of the port, the
     ticker's and MCP's included, goes through ``submit``)."""
     submit = graph.submit

@@ -15,15 +15,15 @@ quarantined slot it meets counts once per (principal, conflict).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from fastapi import APIRouter, Path, Query, Request
 
 from claimgraph.core.model import LIMITS
-from claimgraph.errors import InputError, NotFoundError
+from claimgraph.errors import InputError
 from claimgraph.http.bodies import I64, PROBLEM_RESPONSES, AtQuery, EdgesIn, TimeoutQuery
-from claimgraph.http.context import Context, browsable, cursor_of, decision_json, key_of
+from claimgraph.http.context import Context, browsable, cursor_of, key_of
 from claimgraph.service.access import Scoped
 from claimgraph.service.api import node
 from claimgraph.service.runs import Run
@@ -92,6 +92,7 @@ async def served(
 
 
 IdQuery = Annotated[str, Query(min_length=1, max_length=LIMITS["id"])]
+PathId = Annotated[str, Path(min_length=1, max_length=LIMITS["id"])]
 CursorQuery = Annotated[
     str | None,
     Query(max_length=4 * LIMITS["id"], description="next_cursor of the page before"),
@@ -135,26 +136,6 @@ def router(ctx: Context) -> APIRouter:
         """The principal the bearer token maps to."""
         return ctx.principal(request).as_dict()
 
-    @r.get("/v1/edge")
-    async def get_edge(
-        request: Request,
-        edge_type: IdQuery,
-        subject: IdQuery,
-        object: IdQuery,
-        at: AtQuery = None,
-        timeout: TimeoutQuery = 0.0,
-        run: RunQuery = None,
-    ) -> dict[str, Any]:
-        """One edge at a version: present, absent or unknown (with the conflict id)."""
-        scoped = ctx.scoped(request)
-        s, o = node(subject), node(object)
-        e = await served(
-            ctx, scoped, run, at, timeout,
-            lambda r: r.edge(edge_type, s, o),
-            lambda v: scoped.edge(edge_type, s, o, at=v),
-        )  # fmt: skip
-        return e.as_dict()
-
     @r.post("/v1/read/edges")
     async def read_edges(request: Request, body: EdgesIn) -> dict[str, Any]:
         """Several edges at one version (head by default), in order: one answer each, as
@@ -168,79 +149,6 @@ def router(ctx: Context) -> APIRouter:
             lambda v: (v, scoped.read_edges(wanted, at=v)),
         )  # fmt: skip
         return {"version": out[0], "edges": [e.as_dict() for e in out[1]]}
-
-    @r.get("/v1/slot")
-    async def get_slot(
-        request: Request,
-        edge_type: IdQuery,
-        node_: NodeQuery,
-        direction: Literal["out", "in"] = "out",
-        at: AtQuery = None,
-        timeout: TimeoutQuery = 0.0,
-        run: RunQuery = None,
-    ) -> dict[str, Any]:
-        """What an exclusive slot holds at a version."""
-        scoped = ctx.scoped(request)
-        n = node(node_)
-        v = await served(
-            ctx, scoped, run, at, timeout,
-            lambda r: r.slot(edge_type, n, direction=direction),
-            lambda v: scoped.slot(edge_type, n, direction=direction, at=v),
-        )  # fmt: skip
-        return v.as_dict()
-
-    @r.get("/v1/neighbors")
-    async def get_neighbors(
-        request: Request,
-        node_: NodeQuery,
-        edge_type: Annotated[str | None, Query(max_length=LIMITS["id"])] = None,
-        direction: Literal["out", "in"] = "out",
-        include_absent: bool = False,
-        at: AtQuery = None,
-        timeout: TimeoutQuery = 0.0,
-        min_confidence: Annotated[float | None, Query(ge=0, le=1)] = None,
-        writer: Annotated[str | None, Query(max_length=LIMITS["id"])] = None,
-        asserted_after: Annotated[int | None, Query(ge=0, le=I64)] = None,
-        asserted_before: Annotated[int | None, Query(ge=0, le=I64)] = None,
-        run: RunQuery = None,
-    ) -> dict[str, Any]:
-        """A node's neighbours at a version; filters keep an edge when one of its claims has
-        at least ``min_confidence``, is ``writer``'s, or was asserted after / before a time
-        (epoch milliseconds, exclusive)."""
-        scoped = ctx.scoped(request)
-        n = node(node_)
-        filters: dict[str, Any] = {
-            "min_confidence": min_confidence, "writer": writer,
-            "asserted_after": asserted_after, "asserted_before": asserted_before,
-        }  # fmt: skip
-        filters = {k: x for k, x in filters.items() if x is not None}
-        v, ns = await served(
-            ctx, scoped, run, at, timeout,
-            lambda r: (r.version, r.neighbors(
-                n, edge_type=edge_type, direction=direction, include_absent=include_absent,
-                **filters,
-            )),
-            lambda v: (v, scoped.neighbors(
-                n, edge_type=edge_type, direction=direction, include_absent=include_absent,
-                at=v, **filters,
-            )),
-        )  # fmt: skip
-        return {"version": v, "neighbors": [x.as_dict() for x in ns]}
-
-    @r.get("/v1/history")
-    async def get_history(
-        request: Request,
-        edge_type: IdQuery,
-        subject: IdQuery,
-        object: IdQuery,
-        at: AtQuery = None,
-        timeout: TimeoutQuery = 0.0,
-    ) -> dict[str, Any]:
-        """Every decision that touched an edge, up to a version."""
-        p = ctx.principal(request)
-        s, o = node(subject), node(object)
-        v = await at_of(ctx, ctx.access.of(p), at, timeout)
-        return {"version": v, "history": graph.history(edge_type, s, o, at=v)}
 
     @r.get("/v1/quarantine")
     async def get_quarantine(
@@ -273,67 +181,6 @@ def router(ctx: Context) -> APIRouter:
             "scanned": page.scanned,
         }
 
-    @r.get("/v1/escalations")
-    async def get_escalations(
-        request: Request, at: AtQuery = None, include_open: bool = False
-    ) -> dict[str, Any]:
-        """Escalated conflicts (every open one with ``include_open``), each a self-contained
-        evidence payload: the claims side by side with owners, confidence, calibrated accuracy,
-        evidence and the versions each writer read; signals, votes, fallback, recommendation."""
-        p = ctx.principal(request)
-        v = await at_of(ctx, ctx.access.of(p), at, 0.0)
-        return {"version": v, "escalations": graph.escalations(at=v, include_open=include_open)}
-
-    @r.get("/v1/escalations/{conflict_id}")
-    async def get_escalation(request: Request, conflict_id: str, at: AtQuery = None) -> Any:
-        """One conflict's self-contained escalation payload, at a version."""
-        p = ctx.principal(request)
-        v = await at_of(ctx, ctx.access.of(p), at, 0.0)
-        payload = graph.escalation(conflict_id, at=v)
-        if payload is None:
-            raise NotFoundError(f"no conflict {conflict_id[:80]!r} at version {v}")
-        return payload
-
-    @r.get("/v1/calibration")
-    async def get_calibration(
-        request: Request, edge_type: IdQuery, at: AtQuery = None
-    ) -> dict[str, Any]:
-        """Each writer's resolved-conflict record for an edge type (wins, losses)."""
-        p = ctx.principal(request)
-        v = await at_of(ctx, ctx.access.of(p), at, 0.0)
-        record = graph.calibration(edge_type, at=v)
-        return {"version": v, "edge_type": edge_type, "record": record}
-
-    @r.get("/v1/claims/{claim_id}")
-    async def get_claim(request: Request, claim_id: str, at: AtQuery = None) -> Any:
-        """A claim's record and status at a version."""
-        p = ctx.principal(request)
-        v = await at_of(ctx, ctx.access.of(p), at, 0.0)
-        info = graph.claim_info(claim_id, at=v)
-        if info is None:
-            raise NotFoundError(f"no claim {claim_id[:80]!r} at version {v}")
-        return info
-
-    @r.get("/v1/conflicts/{conflict_id}")
-    async def get_conflict(request: Request, conflict_id: str, at: AtQuery = None) -> Any:
-        """A conflict at a version, with its claims' full evidence."""
-        p = ctx.principal(request)
-        v = await at_of(ctx, ctx.access.of(p), at, 0.0)
-        c = graph.conflict(conflict_id, at=v)
-        if c is None:
-            raise NotFoundError(f"no conflict {conflict_id[:80]!r} at version {v}")
-        return with_claims(c, v)
-
-    @r.get("/v1/schema")
-    async def get_schema(request: Request, at: AtQuery = None) -> Any:
-        """The graph schema in force at a version."""
-        p = ctx.principal(request)
-        v = await at_of(ctx, ctx.access.of(p), at, 0.0)
-        row = graph.schema_info(at=v)
-        if row is None:
-            raise NotFoundError(f"no schema is in force at version {v}")
-        return row
-
     @r.get("/v1/graph")
     async def get_graph(
         request: Request,
@@ -356,16 +203,5 @@ def router(ctx: Context) -> APIRouter:
             "truncated": page.truncated,
             "scanned": page.scanned,
         }
-
-    @r.get("/v1/decisions")
-    def get_decisions(
-        request: Request,
-        start: Annotated[int, Query(alias="from", ge=0, le=I64)] = 0,
-        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    ) -> dict[str, Any]:
-        """The decisions log from a version on."""
-        ctx.principal(request)
-        ds = graph.decisions(start, limit)
-        return {"decisions": [{**decision_json(d), "version": v} for v, d in ds]}
 
     return r

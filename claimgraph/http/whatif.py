@@ -18,14 +18,14 @@ from claimgraph.core.model import Command
 from claimgraph.errors import ConfigError, InputError
 from claimgraph.http.bodies import SchemaIn, WhatIfIn
 from claimgraph.http.problems import problem, status_for
-from claimgraph.service.port import GraphPort
+from claimgraph.service.port import GraphAPI
 from claimgraph.service.whatif import Bounds
 from claimgraph.service.whatif_run import what_if_in_process
 
 __all__ = ["check_options", "dry_run"]
 
 
-def dry_run(graph: GraphPort, command: Command, body: SchemaIn) -> Any:
+def dry_run(graph: GraphAPI, command: Command, body: SchemaIn) -> Any:
     """Answer a dry-run publish of ``body`` as ``command`` (the publish, or its refusal)."""
     c = cast(dict[str, Any], command)
     if c["type"] == "refused":  # as the real publish would be refused, but not recorded

@@ -19,6 +19,7 @@ its reason code (``too_large: ...``, ``too_many: ...``, ``invalid_field: ...``).
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
 from functools import partial
@@ -30,8 +31,9 @@ from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field
 
 from claimgraph import __version__
-from claimgraph.core.commands import COMMANDS
+from claimgraph.core.commands import COMMANDS, Kind
 from claimgraph.core.model import LIMITS
+from claimgraph.core.queries import QUERIES, Param, QuerySpec
 from claimgraph.errors import (
     AuthError,
     ClaimgraphError,
@@ -233,20 +235,6 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
     # -- reads -------------------------------------------------------------------------------
 
     @mcp.tool()
-    async def read_edge(
-        ctx: Context[Any, Any, Any],
-        edge_type: EdgeType,
-        subject: Node,
-        object: Node,
-        at: At = None,
-        run_id: RunId = None,
-    ) -> dict[str, Any]:
-        """Does edge_type(subject -> object) hold? Answers present, absent or unknown, with
-        the version it was read at (your run's pinned one, or head). unknown comes with a
-        conflict_id: writers disagree and the edge is quarantined — do not guess its value."""
-        return await call(ctx, AgentSession.read_edge, edge_type, subject, object, at, run_id)
-
-    @mcp.tool()
     async def read_edges(
         ctx: Context[Any, Any, Any],
         edges: Annotated[
@@ -266,88 +254,11 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
         items = [e.model_dump() for e in edges]
         return await call(ctx, AgentSession.read_edges, items, at, run_id)
 
-    @mcp.tool()
-    async def read_slot(
-        ctx: Context[Any, Any, Any],
-        edge_type: EdgeType,
-        node: Node,
-        direction: Annotated[
-            Literal["out", "in"],
-            Field(description="out: what node points to; in: what points to node."),
-        ] = "out",
-        at: At = None,
-        run_id: RunId = None,
-    ) -> dict[str, Any]:
-        """What an exclusive slot holds (e.g. the one environment a service deploys to):
-        present with the nodes it holds, absent (empty) or unknown (quarantined)."""
-        return await call(ctx, AgentSession.read_slot, edge_type, node, direction, at, run_id)
-
-    @mcp.tool()
-    async def neighbors(
-        ctx: Context[Any, Any, Any],
-        node: Node,
-        edge_type: Annotated[str | None, Field(description="Only this edge type.")] = None,
-        direction: Annotated[Literal["out", "in"], Field(description="out or in.")] = "out",
-        min_confidence: Annotated[
-            float | None,
-            Field(strict=True, ge=0, le=1, description="Only edges with a claim this sure."),
-        ] = None,
-        writer: Annotated[
-            str | None, Field(strict=True, description="Only edges claimed by this agent.")
-        ] = None,
-        asserted_after: Annotated[
-            int | None, Field(strict=True, description="Only claims asserted after (epoch ms).")
-        ] = None,
-        asserted_before: Annotated[
-            int | None, Field(strict=True, description="Only claims asserted before (epoch ms).")
-        ] = None,
-        at: At = None,
-        run_id: RunId = None,
-    ) -> dict[str, Any]:
-        """A node's edges at your pinned version, or head (present and unknown ones),
-        optionally filtered by who claimed them, how confidently and when."""
-        return await call(
-            ctx, AgentSession.neighbors, node, edge_type, direction, min_confidence, writer,
-            asserted_after, asserted_before, at, run_id,
-        )  # fmt: skip
-
-    @mcp.tool()
-    async def find_paths(
-        ctx: Context[Any, Any, Any],
-        src: Node,
-        dst: Node,
-        max_hops: Hops = 3,
-        edge_types: EdgeTypes = None,
-        direction: Annotated[
-            Literal["out", "in", "both"], Field(description="Walk edges forward, back or both.")
-        ] = "out",
-        at: At = None,
-        run_id: RunId = None,
-    ) -> dict[str, Any]:
-        """Paths from src to dst of at most max_hops edges, shortest first. A path through a
-        quarantined edge is 'unknown' and names its conflicts; 'unknown' lists every
-        quarantined edge met."""
-        return await call(
-            ctx, AgentSession.find_paths, src, dst, max_hops, edge_types, direction, at, run_id
-        )
-
-    @mcp.tool()
-    async def reach(
-        ctx: Context[Any, Any, Any],
-        node: Node,
-        direction: Annotated[
-            Literal["out", "in", "both"], Field(description="Walk edges forward, back or both.")
-        ] = "out",
-        max_hops: Hops = 2,
-        edge_types: EdgeTypes = None,
-        at: At = None,
-        run_id: RunId = None,
-    ) -> dict[str, Any]:
-        """Every node within max_hops of node, nearest first (e.g. what a service depends on,
-        transitively). certain: false means reached only through quarantined edges."""
-        return await call(
-            ctx, AgentSession.reach, node, direction, max_hops, edge_types, at, run_id
-        )
+    for spec in QUERIES.values():
+        if spec.mcp and not spec.post:
+            mcp.tool(name=spec.mcp, description=READ_DOCS.get(spec.mcp, spec.summary))(
+                _read_tool(spec, call)
+            )
 
     @mcp.tool()
     async def conflicts_near(
@@ -510,6 +421,77 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
     for t in mcp._tool_manager.list_tools():  # docstrings' indentation is not for a model
         t.description = " ".join((t.description or "").split())
     return mcp
+
+
+# what an agent is told of each read tool (its parameters come from the query catalogue)
+READ_DOCS = {
+    "read_edge": "Does edge_type(subject -> object) hold? Answers present, absent or unknown, "
+    "with the version it was read at (your run's pinned one, or head). unknown comes with a "
+    "conflict_id: writers disagree and the edge is quarantined — do not guess its value.",
+    "read_slot": "What an exclusive slot holds (e.g. the one environment a service deploys "
+    "to): present with the nodes it holds, absent (empty) or unknown (quarantined).",
+    "neighbors": "A node's edges at your pinned version, or head (present and unknown ones), "
+    "optionally filtered by who claimed them, how confidently and when.",
+    "find_paths": "Paths from src to dst of at most max_hops edges, shortest first. A path "
+    "through a quarantined edge is 'unknown' and names its conflicts; 'unknown' lists every "
+    "quarantined edge met.",
+    "reach": "Every node within max_hops of node, nearest first (e.g. what a service depends "
+    "on, transitively). certain: false means reached only through quarantined edges.",
+}
+
+
+def _field(p: Param) -> Any:
+    """A read parameter as an MCP tool argument: its type and bounds from its domain."""
+    d = p.domain
+    kw: dict[str, Any] = {"strict": True, "description": p.doc or d.describe()}
+    t: Any
+    if d.kind is Kind.BOOL:
+        t = bool
+    elif d.kind in (Kind.INT, Kind.TIME, Kind.FLOAT):
+        t = float if d.kind is Kind.FLOAT else int
+        kw.update(ge=d.lo, le=d.hi)
+    elif d.kind is Kind.ENUM:
+        t = Literal[tuple(d.values)]
+        del kw["strict"]  # a literal is exact already
+    elif d.kind is Kind.LIST:
+        size = d.item.size if d.item is not None else None
+        t = list[Annotated[str, Field(strict=True, max_length=size)]]
+        kw["max_length"] = d.size
+        del kw["strict"]
+    else:
+        t = str
+        kw["max_length"] = d.size
+    if d.nullable:
+        t = t | None
+    return Annotated[t, Field(**kw)]
+
+
+def _read_tool(spec: QuerySpec, call: Callable[..., Any]) -> Callable[..., Any]:
+    """The MCP tool of a catalogued read: its parameters (by their catalogue names), ``at``
+    and ``run_id``; answered by :meth:`AgentSession.read`."""
+    names = {p.name: p.keyword for p in spec.params}
+
+    async def tool(ctx: Context[Any, Any, Any], **kw: Any) -> dict[str, Any]:
+        at, run_id = kw.pop("at", None), kw.pop("run_id", None)
+        params = {names[k]: v for k, v in kw.items()}
+        out: dict[str, Any] = await call(ctx, AgentSession.read, spec.name, params, at, run_id)
+        return out
+
+    P = inspect.Parameter
+    params = [P("ctx", P.POSITIONAL_OR_KEYWORD, annotation=Context[Any, Any, Any])]
+    for p in spec.params:
+        default = P.empty if p.required else p.default
+        params.append(P(p.name, P.KEYWORD_ONLY, default=default, annotation=_field(p)))
+    params += [
+        P("at", P.KEYWORD_ONLY, default=None, annotation=At),
+        P("run_id", P.KEYWORD_ONLY, default=None, annotation=RunId),
+    ]
+    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        params, return_annotation=dict[str, Any]
+    )
+    tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": dict[str, Any]}
+    tool.__name__ = spec.mcp
+    return tool
 
 
 def _counted(s: AgentSession, fn: Callable[..., T], *args: Any) -> T:

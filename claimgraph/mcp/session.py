@@ -31,14 +31,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from claimgraph.core.queries import QUERIES
 from claimgraph.errors import AuthError, ClaimgraphError
 from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
 from claimgraph.service.access import Access, Principal, Scoped
 from claimgraph.service.api import Receipt, node
-from claimgraph.service.port import GraphPort
+from claimgraph.service.port import GraphAPI
 from claimgraph.service.queries import PathsResult, ReachResult
 from claimgraph.service.runs import Run
-from claimgraph.service.traces import digest
+from claimgraph.service.traces import digest, jsonable
 
 __all__ = ["AgentSession", "Identity"]
 
@@ -73,7 +74,7 @@ class AgentSession:
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
 
     @classmethod
-    def over(cls, graph: GraphPort, principal: Principal, **kw: Any) -> AgentSession:
+    def over(cls, graph: GraphAPI, principal: Principal, **kw: Any) -> AgentSession:
         """A session over ``graph`` with a service layer of its own (one process, one
         session: stdio, tests)."""
         return cls(Access(graph).of(principal), **kw)
@@ -209,6 +210,23 @@ class AgentSession:
         run.tool(name, {**args, "at": at}, {"digest": digest(out)})
         return out
 
+    def read(
+        self, query: str, params: dict[str, Any], at: int | None = None, run_id: str | None = None
+    ) -> dict[str, Any]:
+        """A catalogued read as the MCP tool the catalogue names for it answers it: in the
+        call's run (traced), at ``at``, or at head; shaped for an agent (:data:`_SHAPES`)."""
+        spec = QUERIES[query]
+        version, out = self._read(
+            run_id, at,
+            lambda r: (r.version, r.read(query, **params)),
+            lambda v: self._at_version(v, lambda x: self.scoped.read(query, **params, at=x)),
+            spec.mcp, params,
+        )  # fmt: skip
+        shape = _SHAPES.get(query)
+        if shape is None:  # a read with no shape of its own: its answer, with the version
+            return {"version": version, "result": jsonable(out)}
+        return shape(out, version, params)
+
     def read_edge(
         self,
         edge_type: str,
@@ -217,13 +235,10 @@ class AgentSession:
         at: int | None = None,
         run_id: str | None = None,
     ) -> dict[str, Any]:
-        e = self._read(
-            run_id, at,
-            lambda r: r.edge(edge_type, subject, obj),
-            lambda v: self.scoped.edge(edge_type, subject, obj, at=v),
-            "read_edge", {"edge_type": edge_type, "subject": subject, "object": obj},
-        )  # fmt: skip
-        return _edge(e)
+        """``read_edge``: one edge (the generic :meth:`read`)."""
+        return self.read(
+            "edge", {"edge_type": edge_type, "subject": subject, "obj": obj}, at, run_id
+        )
 
     def read_edges(
         self, edges: Sequence[dict[str, str]], at: int | None = None, run_id: str | None = None
@@ -243,124 +258,6 @@ class AgentSession:
     def _at_version(self, at: int | None, read: Callable[[int], T]) -> tuple[int, T]:
         v = self.scoped.head() if at is None else at
         return v, read(v)
-
-    def read_slot(
-        self,
-        edge_type: str,
-        node_: str,
-        direction: Direction = "out",
-        at: int | None = None,
-        run_id: str | None = None,
-    ) -> dict[str, Any]:
-        s = self._read(
-            run_id, at,
-            lambda r: r.slot(edge_type, node_, direction=direction),
-            lambda v: self.scoped.slot(edge_type, node_, direction=direction, at=v),
-            "read_slot", {"edge_type": edge_type, "node": node_, "direction": direction},
-        )  # fmt: skip
-        return _slot(s)
-
-    def neighbors(
-        self,
-        node_: str,
-        edge_type: str | None = None,
-        direction: Direction = "out",
-        min_confidence: float | None = None,
-        writer: str | None = None,
-        asserted_after: int | None = None,
-        asserted_before: int | None = None,
-        at: int | None = None,
-        run_id: str | None = None,
-    ) -> dict[str, Any]:
-        filters: dict[str, Any] = {
-            "min_confidence": min_confidence, "writer": writer,
-            "asserted_after": asserted_after, "asserted_before": asserted_before,
-        }  # fmt: skip
-        version, ns = self._read(
-            run_id, at,
-            lambda r: (r.version, r.neighbors(
-                node_, edge_type=edge_type, direction=direction, **filters
-            )),
-            lambda v: self._at_version(v, lambda x: self.scoped.neighbors(
-                node_, edge_type=edge_type, direction=direction, at=x, **filters
-            )),
-            "neighbors", {"node": node_, "edge_type": edge_type, **filters},
-        )  # fmt: skip
-        unknown = [n for n in ns if n.state == "unknown"]
-        return {
-            "node": node_,
-            "version": version,
-            "neighbors": [_neighbor(n) for n in ns],
-            "explain": f"{len(ns)} neighbours at version {version}"
-            + (
-                f"; {len(unknown)} unknown (quarantined: see conflict_id, do not act on them)"
-                if unknown
-                else "."
-            ),
-        }
-
-    def find_paths(
-        self,
-        src: str,
-        dst: str,
-        max_hops: int = 3,
-        edge_types: Sequence[str] | None = None,
-        direction: Walk = "out",
-        at: int | None = None,
-        run_id: str | None = None,
-    ) -> dict[str, Any]:
-        kw: Any = {"max_hops": max_hops, "edge_types": edge_types, "direction": direction}
-        res: PathsResult = self._read(
-            run_id, at,
-            lambda r: r.paths(src, dst, **kw),
-            lambda v: self.scoped.paths(src, dst, at=v, **kw),
-            "find_paths", {"src": src, "dst": dst, "max_hops": max_hops},
-        )  # fmt: skip
-        out = res.as_dict()
-        certain = sum(1 for p in res.paths if p.state == "present")
-        out["explain"] = (
-            f"{len(res.paths)} path(s) of at most {max_hops} hops at version {res.version}; "
-            f"{certain} through present edges only"
-            + (
-                f"; {len(res.unknown)} quarantined edge(s) met (listed in 'unknown' with their "
-                "conflict ids): paths through them may not hold"
-                if res.unknown
-                else ""
-            )
-            + (f"; cut short by the {res.truncated_by} limit" if res.truncated else "")
-            + "."
-        )
-        return out
-
-    def reach(
-        self,
-        node_: str,
-        direction: Walk = "out",
-        max_hops: int = 2,
-        edge_types: Sequence[str] | None = None,
-        at: int | None = None,
-        run_id: str | None = None,
-    ) -> dict[str, Any]:
-        kw: Any = {"direction": direction, "max_hops": max_hops, "edge_types": edge_types}
-        res: ReachResult = self._read(
-            run_id, at,
-            lambda r: r.reach(node_, **kw),
-            lambda v: self.scoped.reach(node_, at=v, **kw),
-            "reach", {"node": node_, "direction": direction, "max_hops": max_hops},
-        )  # fmt: skip
-        out = res.as_dict()
-        unsure = sum(1 for n in res.nodes if not n.certain)
-        out["explain"] = (
-            f"{len(res.nodes)} node(s) within {max_hops} hops at version {res.version}"
-            + (
-                f"; {unsure} reached only through quarantined edges (certain: false)"
-                if unsure
-                else ""
-            )
-            + (f"; cut short by the {res.truncated_by} limit" if res.truncated else "")
-            + "."
-        )
-        return out
 
     def conflicts_near(
         self, node_: str, include_escalated: bool = True, run_id: str | None = None
@@ -608,6 +505,61 @@ def _claim_command(agent: str, task: str, c: dict[str, Any]) -> Any:
 
 def _n(t: tuple[str, str]) -> str:
     return f"{t[0]}:{t[1]}"
+
+
+def _neighbors(ns: list[NeighborView], version: int, params: dict[str, Any]) -> dict[str, Any]:
+    unknown = [n for n in ns if n.state == "unknown"]
+    return {
+        "node": params["node"],
+        "version": version,
+        "neighbors": [_neighbor(n) for n in ns],
+        "explain": f"{len(ns)} neighbours at version {version}"
+        + (
+            f"; {len(unknown)} unknown (quarantined: see conflict_id, do not act on them)"
+            if unknown
+            else "."
+        ),
+    }
+
+
+def _paths(res: PathsResult, version: int, params: dict[str, Any]) -> dict[str, Any]:
+    out = res.as_dict()
+    certain = sum(1 for p in res.paths if p.state == "present")
+    out["explain"] = (
+        f"{len(res.paths)} path(s) of at most {res.max_hops} hops at version {res.version}; "
+        f"{certain} through present edges only"
+        + (
+            f"; {len(res.unknown)} quarantined edge(s) met (listed in 'unknown' with their "
+            "conflict ids): paths through them may not hold"
+            if res.unknown
+            else ""
+        )
+        + (f"; cut short by the {res.truncated_by} limit" if res.truncated else "")
+        + "."
+    )
+    return out
+
+
+def _reach(res: ReachResult, version: int, params: dict[str, Any]) -> dict[str, Any]:
+    out = res.as_dict()
+    unsure = sum(1 for n in res.nodes if not n.certain)
+    out["explain"] = (
+        f"{len(res.nodes)} node(s) within {res.max_hops} hops at version {res.version}"
+        + (f"; {unsure} reached only through quarantined edges (certain: false)" if unsure else "")
+        + (f"; cut short by the {res.truncated_by} limit" if res.truncated else "")
+        + "."
+    )
+    return out
+
+
+# how each read an MCP tool serves is shaped for an agent: (result, version, params) → answer
+_SHAPES: dict[str, Callable[[Any, int, dict[str, Any]], dict[str, Any]]] = {
+    "edge": lambda e, v, p: _edge(e),
+    "slot": lambda s, v, p: _slot(s),
+    "neighbors": _neighbors,
+    "paths": _paths,
+    "reach": _reach,
+}
 
 
 def _edge(e: EdgeView) -> dict[str, Any]:

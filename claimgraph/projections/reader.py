@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from threading import get_ident
 from typing import Any
@@ -46,7 +46,7 @@ from claimgraph.projections.rows import (
     version_of,
 )
 
-__all__ = ["EdgeView", "NeighborView", "ProjectionReader", "SlotView"]
+__all__ = ["EdgeView", "HistoryView", "NeighborView", "ProjectionReader", "SlotView"]
 
 _INV, _MAX = struct.Struct(">Q"), (1 << 64) - 1  # rows.inv, inlined on the point-read path
 
@@ -121,6 +121,44 @@ class SlotView:
             "conflict_id": self.conflict_id,
             "nodes": [list(n) for n in self.nodes],
         } | ({"fallback": self.fallback} if self.fallback is not None else {})
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryView(Sequence[dict[str, Any]]):
+    """An edge's history up to a version, oldest first, and where GC cut it.
+
+    ``cut_below`` is the retention horizon when the edge had changes below it: those entries
+    were compacted away, and this history is complete only from that version on. ``None``:
+    nothing of this edge's history was cut. It reads like the list of its entries.
+    """
+
+    entries: tuple[dict[str, Any], ...]
+    version: int
+    cut_below: int | None = None
+
+    @property
+    def cut(self) -> bool:
+        """Whether GC removed entries of this history (``cut_below`` says from where on)."""
+        return self.cut_below is not None
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.entries[i]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.entries)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "history": list(self.entries), "cut_below": self.cut_below}
+
+    def traced(self) -> Any:
+        """What a run's trace digests: the entries, as before histories said where they
+        were cut, and the cut too when there is one (so a replay after GC says it was cut)."""
+        if self.cut_below is None:
+            return list(self.entries)
+        return {"history": list(self.entries), "cut_below": self.cut_below}
 
 
 def _fallback(et: Any) -> str | None:
@@ -447,6 +485,19 @@ class ProjectionReader:
             out.append(entry)
             it.next()
         return out
+
+    def history_cut(
+        self, edge_type: str, subject: tuple[str, str], obj: tuple[str, str]
+    ) -> int | None:
+        """The retention horizon when the edge changed below it (its history there was
+        compacted away by GC), else None. Every history entry is written with the edge's row,
+        and GC keeps each row's newest version below the horizon: a row below the horizon
+        means history below it existed and is gone."""
+        horizon = horizon_of(self.db)
+        if horizon <= 0:
+            return None
+        key = edge_key(edge_type, subject[0], subject[1], obj[0], obj[1])
+        return horizon if self._row_at(EDGE, key, horizon - 1) is not None else None
 
     def claim(self, claim_id: str, at: int) -> dict[str, Any] | None:
         """The claim as of ``at``: its record, ``status`` and ``since`` (and ``erased``)."""

@@ -25,18 +25,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from claimgraph.core.model import Command, Decision
+from claimgraph.core.model import Command
 from claimgraph.errors import InputError
-from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
+from claimgraph.sdk.aio_reads import AsyncCatalogueReads
 from claimgraph.sdk.aio_runs import AsyncRun
 from claimgraph.service.api import NodeLike, Receipt
-from claimgraph.service.queries import PathsResult, ReachResult
-from claimgraph.service.reads import EdgeRef
+from claimgraph.service.reads import catalogued
 from claimgraph.service.runs import Snapshot, pins_of
 from claimgraph.service.traces import ReplayReport, RunSummary
 
 if TYPE_CHECKING:
-    from claimgraph.service.port import GraphPort
+    from claimgraph.service.port import GraphAPI
 
 __all__ = ["AsyncEmbeddedGraph", "AsyncGraph", "aopen"]
 
@@ -44,8 +43,9 @@ T = TypeVar("T")
 Walk = Literal["out", "in", "both"]
 
 
-class AsyncGraph:
-    """The graph port, awaitable. Subclasses provide ``_call`` (and may override reads)."""
+class AsyncGraph(AsyncCatalogueReads):
+    """The graph port, awaitable, with the typed reads of the catalogue over ``read``
+    (:mod:`claimgraph.sdk.aio_reads`). Subclasses provide ``_call`` (and may override ``read``)."""
 
     name: str
     default_agent: str | None = None  # over HTTP: the token's agent
@@ -185,11 +185,18 @@ class AsyncGraph:
         agent: str | None = None,
         task: str | None = None,
         reason: str = "",
+        run_id: str | None = None,
         command_id: str | None = None,
     ) -> Receipt:
         """Withdraw one's own claim."""
         r: Receipt = await self._call(
-            "retract", claim_id, agent=agent, task=task, reason=reason, command_id=command_id
+            "retract",
+            claim_id,
+            agent=agent,
+            task=task,
+            reason=reason,
+            run_id=run_id,
+            command_id=command_id,
         )
         return r
 
@@ -348,6 +355,11 @@ class AsyncGraph:
 
     # -- versions --------------------------------------------------------------------------------
 
+    async def read(self, query: str, /, **params: Any) -> Any:
+        """Any read of the query catalogue, by name (the port's one read operation), checked
+        against the catalogue first; answered as the read's own method does."""
+        return await self._call("read", catalogued(query, params).name, **params)
+
     async def head(self) -> int:
         """The newest applied version."""
         v: int = await self._call("head")
@@ -362,192 +374,6 @@ class AsyncGraph:
         """Wait until reads see ``receipt``'s version; return it."""
         await self.wait_for(receipt.version, timeout)
         return receipt
-
-    # -- reads at a version ----------------------------------------------------------------------
-
-    async def edge(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> EdgeView:
-        """One edge as of ``at``: present, absent or unknown (with the conflict id)."""
-        v: EdgeView = await self._call("edge", edge_type, subject, obj, at=at, timeout=timeout)
-        return v
-
-    async def read_edges(
-        self, edges: Sequence[EdgeRef], *, at: int | None = None, timeout: float = 0.0
-    ) -> list[EdgeView]:
-        """Several edges as of one version (``at``, head by default), in order; over HTTP one
-        request, bounded by the server's ``--max-batch`` (past it: ``LimitError``)."""
-        v: list[EdgeView] = await self._call("read_edges", edges, at=at, timeout=timeout)
-        return v
-
-    async def slot(
-        self,
-        edge_type: str,
-        node: NodeLike,
-        *,
-        direction: str = "out",
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> SlotView:
-        """What an exclusive slot holds as of ``at``."""
-        v: SlotView = await self._call(
-            "slot", edge_type, node, direction=direction, at=at, timeout=timeout
-        )
-        return v
-
-    async def neighbors(
-        self,
-        node: NodeLike,
-        *,
-        edge_type: str | None = None,
-        direction: str = "out",
-        at: int | None = None,
-        timeout: float = 0.0,
-        include_absent: bool = False,
-        min_confidence: float | None = None,
-        writer: str | None = None,
-        asserted_after: int | None = None,
-        asserted_before: int | None = None,
-    ) -> list[NeighborView]:
-        """The node's neighbours as of ``at``, optionally filtered by their claims."""
-        v: list[NeighborView] = await self._call(
-            "neighbors",
-            node,
-            edge_type=edge_type,
-            direction=direction,
-            at=at,
-            timeout=timeout,
-            include_absent=include_absent,
-            min_confidence=min_confidence,
-            writer=writer,
-            asserted_after=asserted_after,
-            asserted_before=asserted_before,
-        )
-        return v
-
-    async def paths(
-        self,
-        src: NodeLike,
-        dst: NodeLike,
-        *,
-        max_hops: int = 3,
-        edge_types: Sequence[str] | None = None,
-        direction: Walk = "out",
-        limit: int = 100,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> PathsResult:
-        """Simple paths ``src`` → ``dst`` as of ``at``, shortest first."""
-        v: PathsResult = await self._call(
-            "paths",
-            src,
-            dst,
-            max_hops=max_hops,
-            edge_types=edge_types,
-            direction=direction,
-            limit=limit,
-            at=at,
-            timeout=timeout,
-        )
-        return v
-
-    async def reach(
-        self,
-        node: NodeLike,
-        *,
-        direction: Walk = "out",
-        max_hops: int = 2,
-        edge_types: Sequence[str] | None = None,
-        limit: int = 100,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> ReachResult:
-        """Every node within ``max_hops`` of ``node`` as of ``at``, nearest first."""
-        v: ReachResult = await self._call(
-            "reach",
-            node,
-            direction=direction,
-            max_hops=max_hops,
-            edge_types=edge_types,
-            limit=limit,
-            at=at,
-            timeout=timeout,
-        )
-        return v
-
-    async def edges(self, *, at: int | None = None, limit: int = 500) -> list[EdgeView]:
-        """The graph's edges as of ``at`` (present and unknown), at most ``limit``."""
-        v: list[EdgeView] = await self._call("edges", at=at, limit=limit)
-        return v
-
-    async def history(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> list[dict[str, Any]]:
-        """Every decision that touched the edge, up to ``at``."""
-        v: list[dict[str, Any]] = await self._call(
-            "history", edge_type, subject, obj, at=at, timeout=timeout
-        )
-        return v
-
-    async def quarantine(
-        self, *, at: int | None = None, timeout: float = 0.0, include_closed: bool = False
-    ) -> list[dict[str, Any]]:
-        """Open conflicts as of ``at`` (and closed ones with ``include_closed``)."""
-        v: list[dict[str, Any]] = await self._call(
-            "quarantine", at=at, timeout=timeout, include_closed=include_closed
-        )
-        return v
-
-    async def claim_info(self, claim_id: str, *, at: int | None = None) -> dict[str, Any] | None:
-        """A claim's record and status as of ``at``."""
-        v: dict[str, Any] | None = await self._call("claim_info", claim_id, at=at)
-        return v
-
-    async def conflict(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None:
-        """A conflict's record as of ``at``."""
-        v: dict[str, Any] | None = await self._call("conflict", conflict_id, at=at)
-        return v
-
-    async def schema_info(self, *, at: int | None = None) -> dict[str, Any] | None:
-        """The schema in force at ``at``."""
-        v: dict[str, Any] | None = await self._call("schema_info", at=at)
-        return v
-
-    async def escalation(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None:
-        """A conflict's self-contained escalation payload."""
-        v: dict[str, Any] | None = await self._call("escalation", conflict_id, at=at)
-        return v
-
-    async def escalations(
-        self, *, at: int | None = None, include_open: bool = False
-    ) -> list[dict[str, Any]]:
-        """Payloads of escalated conflicts (every open one with ``include_open``)."""
-        v: list[dict[str, Any]] = await self._call("escalations", at=at, include_open=include_open)
-        return v
-
-    async def calibration(
-        self, edge_type: str, *, at: int | None = None
-    ) -> dict[str, tuple[int, int]]:
-        """agent → (wins, losses) in resolved conflicts of ``edge_type``."""
-        v: dict[str, tuple[int, int]] = await self._call("calibration", edge_type, at=at)
-        return v
-
-    async def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
-        """Decisions from the decisions log: (version, decision)."""
-        v: list[tuple[int, Decision]] = await self._call("decisions", start, limit)
-        return v
 
     # -- runs ------------------------------------------------------------------------------------
 
@@ -607,7 +433,7 @@ class AsyncGraph:
 class AsyncEmbeddedGraph(AsyncGraph):
     """A graph in this process (embedded or Kafka), its calls on worker threads of its own."""
 
-    def __init__(self, graph: GraphPort, *, workers: int = 8) -> None:
+    def __init__(self, graph: GraphAPI, *, workers: int = 8) -> None:
         self.sync = graph
         self.name = graph.name
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="claimgraph-io")

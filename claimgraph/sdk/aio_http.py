@@ -14,41 +14,30 @@ from typing import Any, cast
 import httpx
 from httpx_retries import Retry, RetryTransport
 
-from claimgraph.core.model import Command, Decision
+from claimgraph.core.model import Command
+from claimgraph.core.queries import Cut, QuerySpec
 from claimgraph.errors import InputError, NotFoundError, StorageError, VersionNotYetAvailable
-from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
-from claimgraph.sdk.aio import AsyncGraph, Walk
+from claimgraph.sdk.aio import AsyncGraph
 from claimgraph.sdk.aio_runs import READING_IN
 from claimgraph.sdk.http import (
-    _RUN_READS,
     BATCH,
     RETRIES,
     RETRY_WAIT,
-    _decision,
-    _edge_view,
-    _node_str,
     batch_body,
     batch_receipts,
     command_body,
     defaults_of,
-    neighbor_views,
     only_clients,
     only_on_429,
-    paths_params,
-    paths_result,
     raise_for,
-    reach_params,
-    reach_result,
-    read_edges_body,
-    read_edges_result,
+    read_result,
     receipt_of,
     retry_policy,
     run_summaries,
-    slot_view,
 )
-from claimgraph.service.api import GraphWrites, NodeLike, Receipt
-from claimgraph.service.queries import PathsResult, ReachResult
-from claimgraph.service.reads import EdgeRef
+from claimgraph.sdk.wire_reads import PAGE, read_answer, read_request
+from claimgraph.service.api import GraphWrites, Receipt
+from claimgraph.service.reads import catalogued
 from claimgraph.service.traces import ReplayReport, RunSummary
 
 __all__ = ["AsyncHttpGraph", "aconnect"]
@@ -118,9 +107,6 @@ class AsyncHttpGraph(AsyncGraph):
 
     async def _get(self, path: str, **params: Any) -> Any:
         q = {k: v for k, v in params.items() if v is not None}
-        run = READING_IN.get()
-        if run is not None and path in _RUN_READS:
-            q["run"] = run  # a run's read: the run reports its blocked reads
         resp = await self._request("GET", path, params=q)
         if resp.status_code != 200:
             raise_for(resp)
@@ -171,194 +157,32 @@ class AsyncHttpGraph(AsyncGraph):
             raise VersionNotYetAvailable(version, exc.head, timeout) from None
         return int(r["head"])
 
-    async def edge(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> EdgeView:
-        r = await self._get(
-            "/v1/edge",
-            edge_type=edge_type,
-            subject=_node_str(subject),
-            object=_node_str(obj),
-            at=at,
-            timeout=timeout or None,
-        )
-        return _edge_view(r)
+    async def read(self, query: str, /, **params: Any) -> Any:
+        """Any read of the query catalogue over its route, as the sync client sends it
+        (:mod:`claimgraph.sdk.wire_reads`); a read in a run names it (``run=``)."""
+        spec = catalogued(query, params)
+        if spec.cut is Cut.PAGE:
+            return await self._pages(spec, params)
+        req = read_request(spec, params, READING_IN.get())
+        return read_result(spec, params, await self._request(req.method, req.path, **req.kwargs()))
 
-    async def read_edges(
-        self, edges: Sequence[EdgeRef], *, at: int | None = None, timeout: float = 0.0
-    ) -> list[EdgeView]:
-        """Several edges at one version in one request, as the sync client's ``read_edges``."""
-        body = read_edges_body(edges, at, timeout)
-        run = READING_IN.get()
-        if run is not None:
-            body["run"] = run
-        resp = await self._request("POST", "/v1/read/edges", json=body)
-        if resp.status_code != 200:
-            try:
-                raise_for(resp)
-            except VersionNotYetAvailable as exc:
-                raise VersionNotYetAvailable(
-                    at if at is not None else -1, exc.head, timeout
-                ) from None
-        return read_edges_result(len(body["edges"]), resp.json())
-
-    async def slot(
-        self,
-        edge_type: str,
-        node: NodeLike,
-        *,
-        direction: str = "out",
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> SlotView:
-        r = await self._get(
-            "/v1/slot",
-            edge_type=edge_type,
-            node=_node_str(node),
-            direction=direction,
-            at=at,
-            timeout=timeout or None,
-        )
-        return slot_view(r)
-
-    async def neighbors(
-        self,
-        node: NodeLike,
-        *,
-        edge_type: str | None = None,
-        direction: str = "out",
-        at: int | None = None,
-        timeout: float = 0.0,
-        include_absent: bool = False,
-        min_confidence: float | None = None,
-        writer: str | None = None,
-        asserted_after: int | None = None,
-        asserted_before: int | None = None,
-    ) -> list[NeighborView]:
-        r = await self._get(
-            "/v1/neighbors",
-            node=_node_str(node),
-            edge_type=edge_type,
-            direction=direction,
-            include_absent=include_absent,
-            at=at,
-            timeout=timeout or None,
-            min_confidence=min_confidence,
-            writer=writer,
-            asserted_after=asserted_after,
-            asserted_before=asserted_before,
-        )
-        return neighbor_views(r)
-
-    async def paths(
-        self,
-        src: NodeLike,
-        dst: NodeLike,
-        *,
-        max_hops: int = 3,
-        edge_types: Sequence[str] | None = None,
-        direction: Walk = "out",
-        limit: int = 100,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> PathsResult:
-        q = paths_params(src, dst, max_hops, edge_types, direction, limit, at, timeout)
-        return paths_result(await self._get("/v1/paths", **q))
-
-    async def reach(
-        self,
-        node: NodeLike,
-        *,
-        direction: Walk = "out",
-        max_hops: int = 2,
-        edge_types: Sequence[str] | None = None,
-        limit: int = 100,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> ReachResult:
-        q = reach_params(node, direction, max_hops, edge_types, limit, at, timeout)
-        return reach_result(await self._get("/v1/reach", **q))
-
-    async def edges(self, *, at: int | None = None, limit: int = 500) -> list[EdgeView]:
-        out: list[EdgeView] = []
-        cursor = None
+    async def _pages(self, spec: QuerySpec, params: dict[str, Any]) -> list[Any]:
+        limit: int = params.get("limit", spec.param("limit").default)
+        at, cursor, out = params.get("at"), None, list[Any]()
         while True:  # the server's pages, at one version, until ``limit`` or the end
-            want = min(limit - len(out), 5000)
-            r = await self._get("/v1/graph", at=at, limit=want, cursor=cursor)
-            out += [_edge_view(e) for e in r["edges"]]
+            page = {"limit": min(limit - len(out), PAGE), "at": at}
+            req = read_request(spec, page, None)
+            r = await self._get(req.path, **req.params, cursor=cursor)
+            out += read_answer(spec, page, 200, r)
             at, cursor = r["version"], r.get("next_cursor")
             if cursor is None or len(out) >= limit:
                 return out[:limit]
-
-    async def history(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> list[dict[str, Any]]:
-        r = await self._get(
-            "/v1/history",
-            edge_type=edge_type,
-            subject=_node_str(subject),
-            object=_node_str(obj),
-            at=at,
-            timeout=timeout or None,
-        )
-        return cast(list[dict[str, Any]], r["history"])
-
-    async def quarantine(
-        self, *, at: int | None = None, timeout: float = 0.0, include_closed: bool = False
-    ) -> list[dict[str, Any]]:
-        r = await self._get(
-            "/v1/quarantine", at=at, timeout=timeout or None, include_closed=include_closed
-        )
-        return [{k: v for k, v in c.items() if k != "claim_details"} for c in r["conflicts"]]
 
     async def _maybe(self, path: str, **params: Any) -> dict[str, Any] | None:
         try:
             return cast(dict[str, Any], await self._get(path, **params))
         except NotFoundError:
             return None
-
-    async def claim_info(self, claim_id: str, *, at: int | None = None) -> dict[str, Any] | None:
-        return await self._maybe(f"/v1/claims/{claim_id}", at=at)
-
-    async def conflict(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None:
-        c = await self._maybe(f"/v1/conflicts/{conflict_id}", at=at)
-        if c is not None:
-            c.pop("claim_details", None)
-        return c
-
-    async def schema_info(self, *, at: int | None = None) -> dict[str, Any] | None:
-        return await self._maybe("/v1/schema", at=at)
-
-    async def escalation(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None:
-        return await self._maybe(f"/v1/escalations/{conflict_id}", at=at)
-
-    async def escalations(
-        self, *, at: int | None = None, include_open: bool = False
-    ) -> list[dict[str, Any]]:
-        r = await self._get("/v1/escalations", at=at, include_open=include_open)
-        return cast(list[dict[str, Any]], r["escalations"])
-
-    async def calibration(
-        self, edge_type: str, *, at: int | None = None
-    ) -> dict[str, tuple[int, int]]:
-        r = await self._get("/v1/calibration", edge_type=edge_type, at=at)
-        return {a: (int(w), int(lo)) for a, (w, lo) in r["record"].items()}
-
-    async def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
-        r = await self._get("/v1/decisions", **{"from": start, "limit": limit})
-        return [(int(d["version"]), _decision(d)) for d in r["decisions"]]
 
     async def whoami(self) -> dict[str, Any]:
         """The principal this client's token maps to."""

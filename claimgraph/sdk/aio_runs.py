@@ -10,17 +10,18 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from claimgraph.errors import InputError, UnknownSlotError
-from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
-from claimgraph.service.api import NodeLike, Receipt, node
+from claimgraph.projections.reader import EdgeView
+from claimgraph.sdk.aio_reads import AsyncRunReads
+from claimgraph.service.api import NodeLike, Receipt
 from claimgraph.service.queries import PathsResult, ReachResult
 from claimgraph.service.reads import EdgeRef, edge_refs
 from claimgraph.service.runs import Snapshot
-from claimgraph.service.traces import READS_REVISION, digest, jsonable
+from claimgraph.service.traces import READS_REVISION, digest, jsonable, trace_args, traced_read
 
 if TYPE_CHECKING:
     from claimgraph.sdk.aio import AsyncGraph
@@ -35,7 +36,7 @@ T = TypeVar("T")
 Walk = Literal["out", "in", "both"]
 
 
-class AsyncRun:
+class AsyncRun(AsyncRunReads):
     """A run over an :class:`AsyncGraph`: the sync :class:`~claimgraph.service.runs.Run`'s
     trace, reads and writes, awaited (``async with graph.run(...) as run:``)."""
 
@@ -116,18 +117,24 @@ class AsyncRun:
             elif getattr(x, "state", None) == "unknown" and getattr(x, "conflict_id", None):
                 self._blocked.setdefault(x.conflict_id, set()).add(query)
 
-    async def _read(self, op: str, args: dict[str, Any], call: Awaitable[T]) -> T:
-        query = f"{op} {json.dumps(jsonable(args), sort_keys=True)}"
+    async def read(self, query: str, /, **params: Any) -> Any:
+        """A read the run traces (the catalogue's ``traced`` reads), at the pinned version,
+        recorded as a sync run records it (:func:`~claimgraph.service.traces.trace_args`)."""
+        spec = traced_read(query, params)
+        args = trace_args(spec, params)
+        key = f"{spec.name} {json.dumps(jsonable(args), sort_keys=True)}"
         token = READING_IN.set(self.run_id)  # over HTTP: the read names this run (run=)
         try:
-            result = await call
+            result = await self.graph.read(spec.name, **params, at=self.version)
         except UnknownSlotError as exc:
-            self._blocked.setdefault(exc.conflict_id, set()).add(query)
+            self._blocked.setdefault(exc.conflict_id, set()).add(key)
             raise
         finally:
             READING_IN.reset(token)
-        self._note(result, query)
-        self._event("read", {"query": {"op": op, "args": jsonable(args)}, "digest": digest(result)})
+        self._note(result, key)
+        self._event(
+            "read", {"query": {"op": spec.name, "args": jsonable(args)}, "digest": digest(result)}
+        )
         return result
 
     async def renew(self, lease: float) -> None:
@@ -163,20 +170,13 @@ class AsyncRun:
 
     # -- reads at the pinned version -------------------------------------------------------------
 
-    async def edge(self, edge_type: str, subject: NodeLike, obj: NodeLike) -> EdgeView:
-        """The edge as of the pinned version (recorded)."""
-        args = {"edge_type": edge_type, "subject": list(node(subject)), "object": list(node(obj))}
-        return await self._read(
-            "edge", args, self.graph.edge(edge_type, subject, obj, at=self.version)
-        )
-
     async def read_edges(self, edges: Sequence[EdgeRef]) -> list[EdgeView]:
         """Several edges as of the pinned version in one read (over HTTP, one request); each
         answer is recorded as its own ``edge`` read, as a sync run records it."""
         wanted = edge_refs(edges)
         token = READING_IN.set(self.run_id)
         try:
-            out = await self.graph.read_edges(wanted, at=self.version)
+            out: list[EdgeView] = await self.graph.read("read_edges", edges=wanted, at=self.version)
         except UnknownSlotError as exc:
             self._blocked.setdefault(exc.conflict_id, set()).add(f"read_edges {len(wanted)}")
             raise
@@ -190,149 +190,6 @@ class AsyncRun:
                 "read", {"query": {"op": "edge", "args": jsonable(args)}, "digest": digest(e)}
             )
         return out
-
-    async def slot(self, edge_type: str, node_: NodeLike, *, direction: str = "out") -> SlotView:
-        """An exclusive slot as of the pinned version (recorded)."""
-        args = {"edge_type": edge_type, "node": list(node(node_)), "direction": direction}
-        return await self._read(
-            "slot", args, self.graph.slot(edge_type, node_, direction=direction, at=self.version)
-        )
-
-    async def neighbors(
-        self,
-        node_: NodeLike,
-        *,
-        edge_type: str | None = None,
-        direction: str = "out",
-        include_absent: bool = False,
-        min_confidence: float | None = None,
-        writer: str | None = None,
-        asserted_after: int | None = None,
-        asserted_before: int | None = None,
-    ) -> list[NeighborView]:
-        """A node's neighbours as of the pinned version, optionally filtered (recorded)."""
-        args: dict[str, Any] = {
-            "node": list(node(node_)),
-            "edge_type": edge_type,
-            "direction": direction,
-            "include_absent": include_absent,
-        }
-        filters: dict[str, Any] = {
-            "min_confidence": min_confidence,
-            "writer": writer,
-            "asserted_after": asserted_after,
-            "asserted_before": asserted_before,
-        }
-        filters = {k: v for k, v in filters.items() if v is not None}
-        args.update(filters)
-        return await self._read(
-            "neighbors",
-            args,
-            self.graph.neighbors(
-                node_,
-                edge_type=edge_type,
-                direction=direction,
-                at=self.version,
-                include_absent=include_absent,
-                **filters,
-            ),
-        )
-
-    async def paths(
-        self,
-        src: NodeLike,
-        dst: NodeLike,
-        *,
-        max_hops: int = 3,
-        edge_types: Sequence[str] | None = None,
-        direction: Walk = "out",
-        limit: int = 100,
-    ) -> PathsResult:
-        """Paths ``src`` → ``dst`` as of the pinned version (recorded)."""
-        types = list(edge_types) if edge_types else None
-        args = {
-            "src": list(node(src)),
-            "dst": list(node(dst)),
-            "max_hops": max_hops,
-            "edge_types": types,
-            "direction": direction,
-            "limit": limit,
-        }
-        return await self._read(
-            "paths",
-            args,
-            self.graph.paths(
-                src,
-                dst,
-                max_hops=max_hops,
-                edge_types=types,
-                direction=direction,
-                limit=limit,
-                at=self.version,
-            ),
-        )
-
-    async def reach(
-        self,
-        node_: NodeLike,
-        *,
-        direction: Walk = "out",
-        max_hops: int = 2,
-        edge_types: Sequence[str] | None = None,
-        limit: int = 100,
-    ) -> ReachResult:
-        """Nodes within ``max_hops`` of ``node_`` as of the pinned version (recorded)."""
-        types = list(edge_types) if edge_types else None
-        args = {
-            "node": list(node(node_)),
-            "direction": direction,
-            "max_hops": max_hops,
-            "edge_types": types,
-            "limit": limit,
-        }
-        return await self._read(
-            "reach",
-            args,
-            self.graph.reach(
-                node_,
-                direction=direction,
-                max_hops=max_hops,
-                edge_types=types,
-                limit=limit,
-                at=self.version,
-            ),
-        )
-
-    async def history(
-        self, edge_type: str, subject: NodeLike, obj: NodeLike
-    ) -> list[dict[str, Any]]:
-        """An edge's history up to the pinned version (recorded)."""
-        args = {"edge_type": edge_type, "subject": list(node(subject)), "object": list(node(obj))}
-        return await self._read(
-            "history", args, self.graph.history(edge_type, subject, obj, at=self.version)
-        )
-
-    async def quarantine(self, *, include_closed: bool = False) -> list[dict[str, Any]]:
-        """Conflicts as of the pinned version (recorded)."""
-        return await self._read(
-            "quarantine",
-            {"include_closed": include_closed},
-            self.graph.quarantine(at=self.version, include_closed=include_closed),
-        )
-
-    async def claim_info(self, claim_id: str) -> dict[str, Any] | None:
-        """A claim as of the pinned version (recorded)."""
-        return await self._read(
-            "claim_info", {"claim_id": claim_id}, self.graph.claim_info(claim_id, at=self.version)
-        )
-
-    async def conflict(self, conflict_id: str) -> dict[str, Any] | None:
-        """A conflict as of the pinned version (recorded)."""
-        return await self._read(
-            "conflict",
-            {"conflict_id": conflict_id},
-            self.graph.conflict(conflict_id, at=self.version),
-        )
 
     # -- writes as the run's agent, based on the pinned version ----------------------------------
 
@@ -445,5 +302,7 @@ class AsyncRun:
 
     async def retract(self, claim_id: str, *, reason: str = "") -> Receipt:
         """Retract one of the agent's claims within the run."""
-        r = await self.graph.retract(claim_id, agent=self.agent, task=self.task, reason=reason)
+        r = await self.graph.retract(
+            claim_id, agent=self.agent, task=self.task, reason=reason, run_id=self.run_id
+        )
         return await self._wrote(r)

@@ -29,13 +29,14 @@ import json
 import threading
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 from httpx_retries import Retry, RetryTransport
 
 from claimgraph.core.commands import CLIENT_COMMANDS
-from claimgraph.core.model import Command, Decision
+from claimgraph.core.model import Command
+from claimgraph.core.queries import Cut, QuerySpec
 from claimgraph.errors import (
     AuthError,
     ClaimgraphError,
@@ -48,17 +49,30 @@ from claimgraph.errors import (
     VersionNotYetAvailable,
     VersionPruned,
 )
-from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
-from claimgraph.service.api import GraphWrites, NodeLike, Receipt, node
-from claimgraph.service.queries import Hop, PathsResult, PathView, Reached, ReachResult
-from claimgraph.service.reads import EdgeRef, GraphReads, edge_refs
-from claimgraph.service.runs import RunsMixin
+from claimgraph.sdk.wire_reads import (
+    PAGE,
+    blocked_key,
+    decision_of,
+    read_answer,
+    read_request,
+)
+from claimgraph.service.api import Receipt
+from claimgraph.service.port import GraphAPI
+from claimgraph.service.reads import catalogued
 from claimgraph.service.traces import ReplayReport, RunSummary
 
 if TYPE_CHECKING:
     from claimgraph.service.port import GraphPort
 
-__all__ = ["RETRIES", "RETRY_WAIT", "HttpGraph", "connect", "only_on_429", "retry_policy"]
+__all__ = [
+    "RETRIES",
+    "RETRY_WAIT",
+    "HttpGraph",
+    "connect",
+    "only_on_429",
+    "read_result",
+    "retry_policy",
+]
 
 RETRIES = 3  # retries of one request after a 429 or a 503
 RETRY_WAIT = 10.0  # seconds at most between two tries (a longer Retry-After is cut to this)
@@ -94,172 +108,6 @@ def defaults_of(whoami: dict[str, Any]) -> tuple[str, str]:
     return str(whoami["agent"]), literal[0] if len(tasks) == 1 and literal else ""
 
 
-def _node_str(n: NodeLike) -> str:
-    t, i = node(n)
-    return f"{t}:{i}"
-
-
-def _tuple(x: list[str]) -> tuple[str, str]:
-    return (x[0], x[1])
-
-
-def _decision(raw: dict[str, Any]) -> Decision:
-    d = dict(raw)
-    d.pop("version", None)
-    if d.get("key") is not None:
-        d["key"] = {**d["key"], "public_key": bytes.fromhex(d["key"]["public_key"])}
-    return cast(Decision, d)
-
-
-def _edge_view(r: dict[str, Any]) -> EdgeView:
-    return EdgeView(
-        r["edge_type"],
-        _tuple(r["subject"]),
-        _tuple(r["object"]),
-        r["state"],
-        r["version"],
-        r["conflict_id"],
-        tuple(r["claims"]),
-        r.get("fallback"),
-    )
-
-
-def neighbor_views(r: dict[str, Any]) -> list[NeighborView]:
-    """``GET /v1/neighbors``'s body as views."""
-    return [
-        NeighborView(
-            n["edge_type"],
-            n["direction"],
-            _tuple(n["node"]),
-            n["state"],
-            n["conflict_id"],
-            tuple(n["claims"]),
-        )
-        for n in r["neighbors"]
-    ]
-
-
-def slot_view(r: dict[str, Any]) -> SlotView:
-    """``GET /v1/slot``'s body as a view."""
-    return SlotView(
-        r["edge_type"],
-        _tuple(r["node"]),
-        r["direction"],
-        r["state"],
-        r["version"],
-        r["conflict_id"],
-        tuple(_tuple(n) for n in r["nodes"]),
-        r.get("fallback"),
-    )
-
-
-def read_edges_body(edges: Sequence[EdgeRef], at: int | None, timeout: float) -> dict[str, Any]:
-    """The body of ``POST /v1/read/edges``: the edges in order, at one version (head if
-    ``at`` is None). The server refuses more than its ``--max-batch`` (default 1000)."""
-    items = [
-        {"edge_type": t, "subject": f"{s[0]}:{s[1]}", "object": f"{o[0]}:{o[1]}"}
-        for t, s, o in edge_refs(edges)
-    ]
-    body: dict[str, Any] = {"edges": items, "timeout": timeout}
-    if at is not None:
-        body["at"] = at
-    return body
-
-
-def read_edges_result(n: int, r: dict[str, Any]) -> list[EdgeView]:
-    """``POST /v1/read/edges``'s answer as views; one per edge asked, or an error."""
-    out = [_edge_view(e) for e in r["edges"]]
-    if len(out) != n:
-        raise ClaimgraphError(f"asked {n} edges, the server answered {len(out)}")
-    return out
-
-
-def _hop(h: dict[str, Any]) -> Hop:
-    return Hop(
-        h["edge_type"],
-        _tuple(h["subject"]),
-        _tuple(h["object"]),
-        h["state"],
-        h["conflict_id"],
-        tuple(h["claims"]),
-    )
-
-
-def paths_params(
-    src: NodeLike,
-    dst: NodeLike,
-    max_hops: int,
-    edge_types: Sequence[str] | None,
-    direction: str,
-    limit: int,
-    at: int | None,
-    timeout: float,
-) -> dict[str, Any]:
-    """The query of ``GET /v1/paths``."""
-    return {
-        "src": _node_str(src),
-        "dst": _node_str(dst),
-        "max_hops": max_hops,
-        "edge_type": list(edge_types) if edge_types else None,
-        "direction": direction,
-        "limit": limit,
-        "at": at,
-        "timeout": timeout or None,
-    }
-
-
-def reach_params(
-    node: NodeLike,
-    direction: str,
-    max_hops: int,
-    edge_types: Sequence[str] | None,
-    limit: int,
-    at: int | None,
-    timeout: float,
-) -> dict[str, Any]:
-    """The query of ``GET /v1/reach``."""
-    return {
-        "node": _node_str(node),
-        "direction": direction,
-        "max_hops": max_hops,
-        "edge_type": list(edge_types) if edge_types else None,
-        "limit": limit,
-        "at": at,
-        "timeout": timeout or None,
-    }
-
-
-def paths_result(r: dict[str, Any]) -> PathsResult:
-    """``GET /v1/paths``'s body as a result."""
-    return PathsResult(
-        _tuple(r["src"]),
-        _tuple(r["dst"]),
-        r["version"],
-        r["max_hops"],
-        tuple(PathView(tuple(_hop(h) for h in p["hops"])) for p in r["paths"]),
-        tuple(_hop(h) for h in r["unknown"]),
-        r["truncated"],
-        r["truncated_by"],
-    )
-
-
-def reach_result(r: dict[str, Any]) -> ReachResult:
-    """``GET /v1/reach``'s body as a result."""
-    return ReachResult(
-        _tuple(r["node"]),
-        r["direction"],
-        r["version"],
-        r["max_hops"],
-        tuple(
-            Reached(_tuple(n["node"]), n["hops"], n["certain"], tuple(n["conflicts"]))
-            for n in r["nodes"]
-        ),
-        tuple(_hop(h) for h in r["unknown"]),
-        r["truncated"],
-        r["truncated_by"],
-    )
-
-
 def run_summaries(r: dict[str, Any]) -> list[RunSummary]:
     """``GET /v1/runs``'s body as summaries."""
     fields = RunSummary.__dataclass_fields__
@@ -270,10 +118,10 @@ def receipt_of(ctype: str, status: int, body: dict[str, Any]) -> Receipt | None:
     """A write's receipt from ``POST /v1/commands/<type>``'s answer (None: not a decision of
     that command, e.g. a refusal: raise from the body)."""
     if status == 200:
-        d = _decision(body["decision"])
+        d = decision_of(body["decision"])
         return Receipt(body["command_id"], body["position"], body["version"], d)
     if "decision" in body and body.get("decision", {}).get("command_type") == ctype:
-        d = _decision(body["decision"])  # the governor rejected it: a receipt, as in process
+        d = decision_of(body["decision"])  # the governor rejected it: a receipt, as in process
         return Receipt(d["command_id"], d["input_offset"], body["version"], d)
     return None
 
@@ -288,20 +136,12 @@ def command_body(command: Command) -> tuple[str, dict[str, Any]]:
     if ctype == "claim":
         c["subject"] = f"{c.pop('subject_type')}:{c.pop('subject_id')}"
         c["object"] = f"{c.pop('object_type')}:{c.pop('object_id')}"
-    elif ctype == "retract":
-        c.pop("run_id", None)
     elif ctype == "register_key":
         c["public_key"] = bytes(c["public_key"]).hex()
     return ctype, c
 
 
 BATCH = 1000  # commands per POST /v1/commands (the server's default --max-batch)
-# the reads that can meet a quarantine: inside a run they name it (run=)
-_RUN_READS = frozenset(
-    {"/v1/edge", "/v1/slot", "/v1/neighbors", "/v1/paths", "/v1/reach", "/v1/read/edges"}
-)
-
-
 _CLIENT_TYPES = frozenset(s.type for s in CLIENT_COMMANDS)
 
 
@@ -378,6 +218,20 @@ def raise_problem(status: int, body: dict[str, Any], text: str = "") -> None:
     raise ClaimgraphError(f"HTTP {status} {reason}: {detail}")
 
 
+def read_result(spec: QuerySpec, params: dict[str, Any], resp: httpx.Response) -> Any:
+    """A read's result from its answer (:func:`~claimgraph.sdk.wire_reads.read_answer`), or
+    the error the answer stands for (a version not there in time names the one asked)."""
+    if resp.status_code == 200 or (resp.status_code == 404 and spec.cut is Cut.ABSENT):
+        return read_answer(spec, params, resp.status_code, resp.json())
+    try:
+        raise_for(resp)
+    except VersionNotYetAvailable as exc:
+        at = params.get("at")
+        wanted = at if at is not None else -1
+        raise VersionNotYetAvailable(wanted, exc.head, params.get("timeout", 0.0)) from None
+    raise AssertionError("unreachable")
+
+
 class _SyncASGI(httpx.BaseTransport):
     """A synchronous transport over ``httpx.ASGITransport``, on an event loop of its own."""
 
@@ -433,7 +287,7 @@ def connect(
     return HttpGraph(client, policy)
 
 
-class HttpGraph(GraphWrites, GraphReads, RunsMixin):
+class HttpGraph(GraphAPI):
     """One graph behind the HTTP API (every read of :class:`GraphReads` goes over HTTP).
 
     Reads that come back unknown are noted as in process, so a run reports its blocked reads
@@ -471,16 +325,9 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
         raise_for(resp)
 
     def _get(self, path: str, **params: Any) -> Any:
-        q = {k: v for k, v in params.items() if v is not None}
-        if self.blocked_run is not None and path in _RUN_READS:
-            q["run"] = self.blocked_run  # a run's read: the run reports its blocked reads
-        resp = self._request("GET", path, params=q)
+        resp = self._request("GET", path, params={k: v for k, v in params.items() if v is not None})
         if resp.status_code != 200:
-            try:
-                self._raise(resp)
-            except UnknownSlotError as exc:  # a halted read is a blocked read too
-                self._note_blocked(exc.conflict_id, f"{path} {sorted(q.items())}")
-                raise
+            self._raise(resp)
         return resp.json()
 
     # -- writes -----------------------------------------------------------------------------------
@@ -529,258 +376,39 @@ class HttpGraph(GraphWrites, GraphReads, RunsMixin):
         except VersionNotYetAvailable as exc:
             raise VersionNotYetAvailable(version, exc.head, timeout) from None
 
-    def edge(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> EdgeView:
-        """One edge as of ``at``: present, absent or unknown (with the conflict id)."""
-        r = self._get(
-            "/v1/edge",
-            edge_type=edge_type,
-            subject=_node_str(subject),
-            object=_node_str(obj),
-            at=at,
-            timeout=timeout or None,
-        )
-        e = _edge_view(r)
-        if e.state == "unknown":
-            self._note_blocked(e.conflict_id, f"edge {edge_type} {e.subject} {e.object}")
-        return e
+    def read(self, query: str, /, **params: Any) -> Any:
+        """Any read of the query catalogue, over its route (:mod:`claimgraph.sdk.wire_reads`):
+        checked against the catalogue first, answered as the embedded graph answers it. A
+        read in a run names it (``run=``); the conflicts it meets are the run's blocked reads.
+        ``edges`` follows the server's pages (each a bounded scan) at one version."""
+        spec = catalogued(query, params)
+        if spec.cut is Cut.PAGE:
+            return self._pages(spec, params)
+        return self._read(spec, params)
 
-    def read_edges(
-        self,
-        edges: Sequence[EdgeRef],
-        *,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> list[EdgeView]:
-        """Several edges as of one version (``at``, head by default), in one request
-        (``POST /v1/read/edges``): each answer equals :meth:`edge`'s at that version.
-
-        ``edges`` are ``(edge_type, subject, object)``. More edges than the server's
-        ``--max-batch`` (default 1000) raise :class:`~claimgraph.errors.LimitError` and read
-        nothing: split the list, passing the first answer's version as ``at`` to keep one
-        version. A version not applied within ``timeout`` raises
-        :class:`~claimgraph.errors.VersionNotYetAvailable`.
-        """
-        body = read_edges_body(edges, at, timeout)
-        if self.blocked_run is not None:
-            body["run"] = self.blocked_run
-        resp = self._request("POST", "/v1/read/edges", json=body)
-        if resp.status_code != 200:
-            try:
-                self._raise(resp)
-            except UnknownSlotError as exc:  # a halted read is a blocked read too
-                self._note_blocked(exc.conflict_id, f"read_edges {len(edges)} edges")
-                raise
-            except VersionNotYetAvailable as exc:
-                raise VersionNotYetAvailable(
-                    at if at is not None else -1, exc.head, timeout
-                ) from None
-        out = read_edges_result(len(body["edges"]), resp.json())
-        for e in out:
-            if e.state == "unknown":
-                self._note_blocked(e.conflict_id, f"edge {e.edge_type} {e.subject} {e.object}")
+    def _read(self, spec: QuerySpec, params: dict[str, Any]) -> Any:
+        req = read_request(spec, params, self.blocked_run)
+        resp = self._request(req.method, req.path, **req.kwargs())
+        key = blocked_key(spec, params)
+        try:
+            out = read_result(spec, params, resp)
+        except UnknownSlotError as exc:  # a halted read is a blocked read too
+            self._note_blocked(exc.conflict_id, key)
+            raise
+        self.note_unknown(out, spec.name, key)
         return out
 
-    def slot(
-        self,
-        edge_type: str,
-        node: NodeLike,
-        *,
-        direction: str = "out",
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> SlotView:
-        """What an exclusive slot holds as of ``at``."""
-        r = self._get(
-            "/v1/slot",
-            edge_type=edge_type,
-            node=_node_str(node),
-            direction=direction,
-            at=at,
-            timeout=timeout or None,
-        )
-        v = slot_view(r)
-        if v.state == "unknown":
-            self._note_blocked(v.conflict_id, f"slot {edge_type} {v.node} {direction}")
-        return v
-
-    def neighbors(
-        self,
-        node: NodeLike,
-        *,
-        edge_type: str | None = None,
-        direction: str = "out",
-        at: int | None = None,
-        timeout: float = 0.0,
-        include_absent: bool = False,
-        min_confidence: float | None = None,
-        writer: str | None = None,
-        asserted_after: int | None = None,
-        asserted_before: int | None = None,
-    ) -> list[NeighborView]:
-        """The node's neighbours as of ``at``, optionally filtered by their claims."""
-        r = self._get(
-            "/v1/neighbors",
-            node=_node_str(node),
-            edge_type=edge_type,
-            direction=direction,
-            include_absent=include_absent,
-            at=at,
-            timeout=timeout or None,
-            min_confidence=min_confidence,
-            writer=writer,
-            asserted_after=asserted_after,
-            asserted_before=asserted_before,
-        )
-        out = neighbor_views(r)
-        for v in out:
-            if v.state == "unknown":
-                self._note_blocked(v.conflict_id, f"neighbors {node} {edge_type} {direction}")
-        return out
-
-    def paths(
-        self,
-        src: NodeLike,
-        dst: NodeLike,
-        *,
-        max_hops: int = 3,
-        edge_types: Sequence[str] | None = None,
-        direction: Literal["out", "in", "both"] = "out",
-        limit: int = 100,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> PathsResult:
-        """Simple paths ``src`` → ``dst`` as of ``at``, shortest first."""
-        r = self._get(
-            "/v1/paths",
-            **paths_params(src, dst, max_hops, edge_types, direction, limit, at, timeout),
-        )
-        res = paths_result(r)
-        for h in res.unknown:
-            self._note_blocked(h.conflict_id, f"paths {h.edge_type} {h.subject} {h.object}")
-        return res
-
-    def reach(
-        self,
-        node: NodeLike,
-        *,
-        direction: Literal["out", "in", "both"] = "out",
-        max_hops: int = 2,
-        edge_types: Sequence[str] | None = None,
-        limit: int = 100,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> ReachResult:
-        """Every node within ``max_hops`` of ``node`` as of ``at``, nearest first."""
-        r = self._get(
-            "/v1/reach",
-            **reach_params(node, direction, max_hops, edge_types, limit, at, timeout),
-        )
-        res = reach_result(r)
-        for h in res.unknown:
-            self._note_blocked(h.conflict_id, f"reach {h.edge_type} {h.subject} {h.object}")
-        return res
-
-    def history(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> list[dict[str, Any]]:
-        """Every decision that touched the edge, up to ``at``."""
-        r = self._get(
-            "/v1/history",
-            edge_type=edge_type,
-            subject=_node_str(subject),
-            object=_node_str(obj),
-            at=at,
-            timeout=timeout or None,
-        )
-        return cast(list[dict[str, Any]], r["history"])
-
-    def quarantine(
-        self, *, at: int | None = None, timeout: float = 0.0, include_closed: bool = False
-    ) -> list[dict[str, Any]]:
-        """Open conflicts as of ``at`` (and closed ones with ``include_closed``)."""
-        r = self._get(
-            "/v1/quarantine", at=at, timeout=timeout or None, include_closed=include_closed
-        )
-        out = []
-        for c in r["conflicts"]:
-            c = dict(c)
-            c.pop("claim_details", None)  # the same rows the embedded reader returns
-            out.append(c)
-        return out
-
-    def claim_info(self, claim_id: str, *, at: int | None = None) -> dict[str, Any] | None:
-        """A claim's record and status as of ``at``."""
-        try:
-            return cast(dict[str, Any], self._get(f"/v1/claims/{claim_id}", at=at))
-        except NotFoundError:
-            return None
-
-    def conflict(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None:
-        """A conflict's record as of ``at``."""
-        try:
-            c = dict(self._get(f"/v1/conflicts/{conflict_id}", at=at))
-        except NotFoundError:
-            return None
-        c.pop("claim_details", None)
-        return c
-
-    def schema_info(self, *, at: int | None = None) -> dict[str, Any] | None:
-        """The schema in force at ``at``."""
-        try:
-            return cast(dict[str, Any], self._get("/v1/schema", at=at))
-        except NotFoundError:
-            return None
-
-    def edges(self, *, at: int | None = None, limit: int = 500) -> list[EdgeView]:
-        """The graph's edges as of ``at`` (present and unknown), at most ``limit``: the
-        server's pages (each a bounded scan) followed at one version until either is reached."""
-        out: list[EdgeView] = []
-        cursor = None
-        while True:
-            want = min(limit - len(out), 5000)
-            r = self._get("/v1/graph", at=at, limit=want, cursor=cursor)
-            out += [_edge_view(e) for e in r["edges"]]
+    def _pages(self, spec: QuerySpec, params: dict[str, Any]) -> list[Any]:
+        limit: int = params.get("limit", spec.param("limit").default)
+        at, cursor, out = params.get("at"), None, list[Any]()
+        while True:  # the server's pages, at one version, until ``limit`` or the end
+            page = {"limit": min(limit - len(out), PAGE), "at": at}
+            req = read_request(spec, page, None)
+            r = self._get(req.path, **req.params, cursor=cursor)
+            out += read_answer(spec, page, 200, r)
             at, cursor = r["version"], r.get("next_cursor")
             if cursor is None or len(out) >= limit:
                 return out[:limit]
-
-    def escalation(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None:
-        """A conflict's self-contained escalation payload (claims, evidence, votes, ...)."""
-        try:
-            return cast(dict[str, Any], self._get(f"/v1/escalations/{conflict_id}", at=at))
-        except NotFoundError:
-            return None
-
-    def escalations(
-        self, *, at: int | None = None, include_open: bool = False
-    ) -> list[dict[str, Any]]:
-        """Payloads of escalated conflicts (every open one with ``include_open``)."""
-        r = self._get("/v1/escalations", at=at, include_open=include_open)
-        return cast(list[dict[str, Any]], r["escalations"])
-
-    def calibration(self, edge_type: str, *, at: int | None = None) -> dict[str, tuple[int, int]]:
-        """agent → (wins, losses) in resolved conflicts of ``edge_type``."""
-        r = self._get("/v1/calibration", edge_type=edge_type, at=at)
-        return {a: (int(w), int(lo)) for a, (w, lo) in r["record"].items()}
-
-    def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]:
-        """Decisions from the decisions log: (version, decision)."""
-        r = self._get("/v1/decisions", **{"from": start, "limit": limit})
-        return [(int(d["version"]), _decision(d)) for d in r["decisions"]]
 
     def whoami(self) -> dict[str, Any]:
         """The principal this client's token maps to."""

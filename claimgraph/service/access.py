@@ -53,7 +53,7 @@ from claimgraph.service.runs import Run
 from claimgraph.service.scoped import Scoped
 
 if TYPE_CHECKING:
-    from claimgraph.service.port import GraphPort
+    from claimgraph.service.port import GraphAPI
     from claimgraph.service.signers import Signer
 
 __all__ = [
@@ -95,7 +95,7 @@ class Access:
 
     def __init__(
         self,
-        graph: GraphPort,
+        graph: GraphAPI,
         resolve: Resolve | None = None,
         *,
         limits: Limits = DEFAULT_LIMITS,

@@ -235,16 +235,18 @@ class GraphWrites:
         agent: str | None = None,
         task: str | None = None,
         reason: str = "",
+        run_id: str | None = None,
         command_id: str | None = None,
     ) -> Receipt:
-        """Withdraw one's own claim (retirement: gone from head, readable before)."""
+        """Withdraw one's own claim (retirement: gone from head, readable before), in the
+        run ``run_id`` names when given."""
         return self._send(
             "retract",
             agent,
             task,
             command_id,
             {
-                "run_id": None,
+                "run_id": run_id,
                 "claim_id": claim_id,
                 "reason": reason,
             },

@@ -54,8 +54,8 @@ from claimgraph.service.local import (
     read_announcement,
 )
 from claimgraph.service.local_writer import WriterListener, listen, listening
+from claimgraph.service.port import GraphAPI
 from claimgraph.service.reads import GraphReads
-from claimgraph.service.runs import RunsMixin
 from claimgraph.service.traces import decode_events, encode_events
 from claimgraph.streams.embedded import GOVERNOR_POSITION
 
@@ -113,7 +113,7 @@ def _scratch(path: Path) -> Path:
         return Path(tempfile.mkdtemp(prefix=f"claimgraph-reader-{os.getpid()}-"))
 
 
-class AttachedGraph(TickerWrites, GraphReads, RunsMixin):
+class AttachedGraph(TickerWrites, GraphReads, GraphAPI):
     """The embedded graph in a data directory another process holds (see the module)."""
 
     def __init__(self, path: Path, name: str, *, writer_wait: float | None = None) -> None:

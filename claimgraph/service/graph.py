@@ -48,8 +48,8 @@ from claimgraph.projections.retention import PinRegistry, horizon_of
 from claimgraph.service.api import NodeLike, Receipt, TickerWrites
 from claimgraph.service.inputs import now_millis
 from claimgraph.service.lag import ProjectionLag
+from claimgraph.service.port import GraphAPI
 from claimgraph.service.reads import GraphReads
-from claimgraph.service.runs import RunsMixin
 from claimgraph.service.traces import decode_events, encode_events
 from claimgraph.streams.embedded import GOVERNOR_POSITION, EmbeddedRuntime, fold_decisions
 
@@ -194,7 +194,7 @@ def open_graph(
     return Graph(p, cfg["graph"], progress=progress, clock=clock)
 
 
-class Graph(TickerWrites, GraphReads, RunsMixin):
+class Graph(TickerWrites, GraphReads, GraphAPI):
     """One embedded graph: write commands, read at any version, verify and audit."""
 
     def __init__(

@@ -33,8 +33,8 @@ from claimgraph.projections.reader import ProjectionReader
 from claimgraph.projections.retention import PinRegistry, catch_up
 from claimgraph.service.api import Receipt, TickerWrites
 from claimgraph.service.lag import ProjectionLag
+from claimgraph.service.port import GraphAPI
 from claimgraph.service.reads import GraphReads
-from claimgraph.service.runs import RunsMixin
 from claimgraph.service.traces import decode_events, encode_events
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["KafkaGraph"]
 
 
-class KafkaGraph(TickerWrites, GraphReads, RunsMixin):
+class KafkaGraph(TickerWrites, GraphReads, GraphAPI):
     """One graph on a Kafka cluster, read through a local projection."""
 
     def __init__(

@@ -1,36 +1,46 @@
-"""The graph port: what every graph offers its users, whatever carries it.
+"""The graph port: the few operations every graph offers, whatever carries it.
 
-Four implementations, one contract suite (``tests/test_graph_port.py``):
+Five implementations, one contract suite (``tests/test_graph_port.py``, and
+``tests/test_query_catalogue.py`` for every catalogued read):
 
 * :class:`claimgraph.service.graph.Graph` — the embedded graph, in process;
 * :class:`claimgraph.service.kafka_graph.KafkaGraph` — commands to a Kafka cluster, reads from
   a projector's projection;
-* :class:`claimgraph.sdk.http.HttpGraph` — the HTTP API (``claimgraph.connect``).
+* :class:`claimgraph.sdk.http.HttpGraph` — the HTTP API (``claimgraph.connect``);
 * :class:`claimgraph.service.attached.AttachedGraph` — an embedded graph another process
   writes: reads from RocksDB secondaries, writes over that process's socket (the CLI's view
-  while ``serve`` runs).
+  while ``serve`` runs);
+* :class:`claimgraph.sdk.aio.AsyncGraph` — either of the first two, or HTTP, awaitable
+  (:class:`AsyncGraphPort`).
 
-The HTTP app itself serves a :class:`GraphPort` (embedded or Kafka) and reads through it.
-Writes take the command's fields by keyword (one method per client command of the catalogue,
-:mod:`claimgraph.core.commands`); reads take ``at=`` (default: head) and may wait ``timeout``
-seconds for a version not applied yet. Ticks are not part of the port: the ticker writes them
-through the runtime it drives (``Graph.tick``, ``KafkaGraph.tick``), never a client.
+:class:`GraphPort` is narrow: commands in (``submit``), any catalogued read out (``read``, by
+the name :mod:`claimgraph.core.queries` gives it, at ``at=`` and waiting ``timeout``), the
+version (``head``, ``wait_for``), the runs log and the blocked reads of runs, ``close``. Runs
+(:class:`~claimgraph.service.runs.Run`) are typed against it and need nothing more.
+
+What users call — one writer per client command, one typed read per catalogued read, runs —
+is derived from the two catalogues over those operations: :class:`GraphAPI` (the writers of
+:class:`~claimgraph.service.api.GraphWrites`, the reads of
+:class:`~claimgraph.service.catalogue_reads.CatalogueReads`, generated from the query
+catalogue by ``tools/gen_reads.py``, and :class:`~claimgraph.service.runs.RunsMixin`). Every
+graph is one; the HTTP app serves a :class:`GraphAPI` (embedded or Kafka) and reads through
+it. Ticks are not part of the port: the ticker writes them through the runtime it drives
+(``Graph.tick``, ``KafkaGraph.tick``), never a client.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from claimgraph.core.model import Command, Decision
-from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
-from claimgraph.service.api import NodeLike, Receipt
-from claimgraph.service.queries import PathsResult, ReachResult
-from claimgraph.service.reads import EdgeRef
-from claimgraph.service.runs import Run, Snapshot
-from claimgraph.service.traces import ReplayReport, RunSummary
+from claimgraph.core.model import Command
+from claimgraph.errors import InputError
+from claimgraph.service.api import GraphWrites, Receipt
+from claimgraph.service.catalogue_reads import CatalogueReads
+from claimgraph.service.reads import BlockedReads
+from claimgraph.service.runs import Run, RunsMixin, Snapshot
 
-__all__ = ["GraphPort"]
+__all__ = ["AsyncGraphPort", "GraphAPI", "GraphPort"]
 
 
 @runtime_checkable
@@ -38,284 +48,105 @@ class GraphPort(Protocol):
     """One graph: commands in, decisions and reads at any version out."""
 
     name: str
-
-    # -- writes: one per client command -------------------------------------------------------
+    # the run this thread's reads are attributed to (a run sets it around its reads): the
+    # conflicts they meet are that run's blocked reads
+    blocked_run: str | None
 
     def submit(self, commands: Sequence[Command | bytes]) -> list[Receipt]:
         """Send commands (or signed records); one receipt per command, in order."""
         ...
 
-    def claim(
+    def read(self, query: str, /, **params: Any) -> Any:
+        """Any read of the query catalogue (:mod:`claimgraph.core.queries`) by name, checked
+        against it first (``InputError`` naming what does not fit)."""
+        ...
+
+    def head(self) -> int:
+        """The newest applied version."""
+        ...
+
+    def wait_for(self, version: int, timeout: float = 0.0) -> int:
+        """Wait until ``version`` is applied (``VersionNotYetAvailable`` after ``timeout``)."""
+        ...
+
+    def flush_blocked(
         self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
         *,
-        agent: str,
+        agent: str = "reader",
+        run: str | None = None,
+        pinned: int | None = None,
         task: str = "",
-        polarity: str = "assert",
-        confidence: float = 1.0,
-        evidence: Sequence[str] = (),
-        reasoning: str = "",
-        asserted_at: int | str | None = None,
-        based_on_version: int | None = None,
-        properties: dict[str, str] | None = None,
-        run_id: str | None = None,
-        command_id: str | None = None,
-    ) -> Receipt: ...
+    ) -> list[Receipt]:
+        """Report the blocked reads of ``run`` (all runs' when None) as ``read_blocked``."""
+        ...
 
-    def assert_(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        agent: str,
-        task: str = "",
-        confidence: float = 1.0,
-        evidence: Sequence[str] = (),
-        reasoning: str = "",
-        asserted_at: int | str | None = None,
-        based_on_version: int | None = None,
-        properties: dict[str, str] | None = None,
-        run_id: str | None = None,
-        command_id: str | None = None,
-    ) -> Receipt: ...
+    def append_run_events(self, events: Sequence[dict[str, Any]]) -> None:
+        """Append trace events to the runs log."""
+        ...
 
-    def deny(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        agent: str,
-        task: str = "",
-        confidence: float = 1.0,
-        evidence: Sequence[str] = (),
-        reasoning: str = "",
-        asserted_at: int | str | None = None,
-        based_on_version: int | None = None,
-        properties: dict[str, str] | None = None,
-        run_id: str | None = None,
-        command_id: str | None = None,
-    ) -> Receipt: ...
+    def run_events(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Trace events from the runs log (of one run, or all), in log order."""
+        ...
 
-    def retract(
-        self,
-        claim_id: str,
-        *,
-        agent: str,
-        task: str = "",
-        reason: str = "",
-        command_id: str | None = None,
-    ) -> Receipt: ...
+    def close(self) -> None: ...
 
-    def resolve(
-        self,
-        conflict_id: str,
-        *,
-        agent: str,
-        winner: str | None,
-        resolver: str = "human",
-        rationale: str = "",
-        inputs: str = "",
-        task: str = "",
-        command_id: str | None = None,
-    ) -> Receipt: ...
 
-    def escalate(
-        self,
-        conflict_id: str,
-        *,
-        agent: str,
-        reason: str,
-        resolver: str = "human",
-        command_id: str | None = None,
-    ) -> Receipt: ...
+@runtime_checkable
+class AsyncGraphPort(Protocol):
+    """The graph port, awaitable (the async SDK's graphs)."""
 
-    def read_blocked(
-        self,
-        conflict_id: str,
-        count: int = 1,
-        *,
-        agent: str | None = None,
-        run_id: str | None = None,
-        pinned_version: int | None = None,
-        task: str | None = None,
-        command_id: str | None = None,
-    ) -> Receipt: ...
+    name: str
 
-    def publish_schema(
-        self,
-        document: str,
-        *,
-        agent: str,
-        source: str = "<inline>",
-        task: str = "",
-        command_id: str | None = None,
-    ) -> Receipt: ...
+    async def submit(self, commands: Sequence[Command | bytes]) -> list[Receipt]: ...
 
-    def grant(
-        self,
-        grantee_agent: str,
-        edge_type: str,
-        *,
-        agent: str,
-        grantee_task: str = "*",
-        expires_at: int | str | None = None,
-        command_id: str | None = None,
-    ) -> Receipt: ...
+    async def read(self, query: str, /, **params: Any) -> Any: ...
 
-    def revoke(self, grant_id: str, *, agent: str, command_id: str | None = None) -> Receipt: ...
+    async def head(self) -> int: ...
 
-    def register_key(
-        self,
-        key_id: str,
-        key_agent: str,
-        public_key: bytes,
-        *,
-        agent: str,
-        command_id: str | None = None,
-    ) -> Receipt: ...
+    async def wait_for(self, version: int, timeout: float = 0.0) -> int: ...
 
-    def revoke_key(self, key_id: str, *, agent: str, command_id: str | None = None) -> Receipt: ...
+    async def append_run_events(self, events: Sequence[dict[str, Any]]) -> None: ...
 
-    def erase(
-        self, claim_id: str, *, agent: str, reason: str, command_id: str | None = None
-    ) -> Receipt: ...
+    async def run_events(self, run_id: str | None = None) -> list[dict[str, Any]]: ...
 
-    def upgrade_rules(self, to: int, *, agent: str, command_id: str | None = None) -> Receipt: ...
+    async def aclose(self) -> None: ...
 
-    # -- versions -------------------------------------------------------------------------------
 
-    def head(self) -> int: ...
+class GraphAPI(BlockedReads, GraphWrites, CatalogueReads, RunsMixin):
+    """A graph port with what users call, derived from the catalogues over its operations:
+    a writer per client command, a typed read per catalogued read, runs and their replay.
 
-    def wait_for(self, version: int, timeout: float = 0.0) -> int: ...
+    Every graph (embedded, Kafka, attached, HTTP) is one; subclasses provide the port's
+    operations (and may answer reads in their own methods, which ``read`` then calls).
+    """
 
-    def wait(self, receipt: Receipt, timeout: float = 10.0) -> Receipt: ...
+    name: str
 
-    # -- reads at a version -----------------------------------------------------------------------
+    def submit(self, commands: Sequence[Command | bytes]) -> list[Receipt]:
+        raise NotImplementedError
 
-    def edge(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> EdgeView: ...
-
-    def read_edges(
-        self, edges: Sequence[EdgeRef], *, at: int | None = None, timeout: float = 0.0
-    ) -> list[EdgeView]: ...
-
-    def slot(
-        self,
-        edge_type: str,
-        node: NodeLike,
-        *,
-        direction: str = "out",
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> SlotView: ...
-
-    def neighbors(
-        self,
-        node: NodeLike,
-        *,
-        edge_type: str | None = None,
-        direction: str = "out",
-        at: int | None = None,
-        timeout: float = 0.0,
-        include_absent: bool = False,
-        min_confidence: float | None = None,
-        writer: str | None = None,
-        asserted_after: int | None = None,
-        asserted_before: int | None = None,
-    ) -> list[NeighborView]: ...
-
-    def paths(
-        self,
-        src: NodeLike,
-        dst: NodeLike,
-        *,
-        max_hops: int = 3,
-        edge_types: Sequence[str] | None = None,
-        direction: Literal["out", "in", "both"] = "out",
-        limit: int = 100,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> PathsResult: ...
-
-    def reach(
-        self,
-        node: NodeLike,
-        *,
-        direction: Literal["out", "in", "both"] = "out",
-        max_hops: int = 2,
-        edge_types: Sequence[str] | None = None,
-        limit: int = 100,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> ReachResult: ...
-
-    def edges(self, *, at: int | None = None, limit: int = 500) -> list[EdgeView]: ...
-
-    def history(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        at: int | None = None,
-        timeout: float = 0.0,
-    ) -> list[dict[str, Any]]: ...
-
-    def quarantine(
-        self, *, at: int | None = None, timeout: float = 0.0, include_closed: bool = False
-    ) -> list[dict[str, Any]]: ...
-
-    def claim_info(self, claim_id: str, *, at: int | None = None) -> dict[str, Any] | None: ...
-
-    def conflict(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None: ...
-
-    def schema_info(self, *, at: int | None = None) -> dict[str, Any] | None: ...
-
-    def escalation(self, conflict_id: str, *, at: int | None = None) -> dict[str, Any] | None: ...
-
-    def escalations(
-        self, *, at: int | None = None, include_open: bool = False
-    ) -> list[dict[str, Any]]: ...
-
-    def calibration(
-        self, edge_type: str, *, at: int | None = None
-    ) -> dict[str, tuple[int, int]]: ...
-
-    def decisions(self, start: int = 0, limit: int = 100) -> list[tuple[int, Decision]]: ...
-
-    # -- runs -----------------------------------------------------------------------------------
-
-    def snapshot(self) -> Snapshot: ...
+    def close(self) -> None:
+        raise NotImplementedError
 
     def run(
         self,
         *,
-        agent: str,
-        task: str = "",
+        agent: str | None = None,
+        task: str | None = None,
         snapshot: Snapshot | None = None,
         run_id: str | None = None,
         lease: float = 3600.0,
-    ) -> Run: ...
+    ) -> Run:
+        """Start a run: pin a version (head, or ``snapshot``'s) and trace what it reads.
 
-    def append_run_events(self, events: Sequence[dict[str, Any]]) -> None: ...
-
-    def run_events(self, run_id: str | None = None) -> list[dict[str, Any]]: ...
-
-    def runs(self) -> list[RunSummary]: ...
-
-    def replay_run(self, run_id: str) -> ReplayReport: ...
-
-    # -- lifecycle ------------------------------------------------------------------------------
-
-    def close(self) -> None: ...
+        ``agent`` and ``task`` default to the graph's (over HTTP: the token's agent and its
+        one literal task; in process there is none: name the agent). Where the graph keeps a
+        pin registry (embedded, or Kafka with a projection), the pinned version is also held
+        against GC for ``lease`` seconds (renew with :meth:`Run.renew`); the pin is released
+        when the run ends, or lapses with its lease if the process dies.
+        """
+        agent = getattr(self, "default_agent", None) if agent is None else agent
+        if agent is None:
+            raise InputError("run: name the agent (agent=...): this graph has no default")
+        task = getattr(self, "default_task", "") if task is None else task
+        return Run(self, agent=agent, task=task, snapshot=snapshot, run_id=run_id, lease=lease)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from claimgraph.core.queries import QUERY_LIMITS
 from claimgraph.errors import InputError
 from claimgraph.projections.reader import NeighborView
 
@@ -40,7 +41,6 @@ __all__ = [
     "keep_neighbor",
 ]
 
-QUERY_LIMITS = {"max_hops": 6, "limit": 1000, "expansions": 20_000, "seconds": 10.0}
 
 Node = tuple[str, str]
 Direction = Literal["out", "in", "both"]

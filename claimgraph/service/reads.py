@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from claimgraph.core.commands import cut
+from claimgraph.core.queries import QUERIES, QuerySpec, params_violation
 from claimgraph.errors import InputError, UnknownSlotError
 from claimgraph.projections.browse import (
     BUDGET,
@@ -16,8 +17,15 @@ from claimgraph.projections.browse import (
     conflicts_page,
     edges_page,
 )
-from claimgraph.projections.reader import EdgeView, NeighborView, ProjectionReader, SlotView
-from claimgraph.service.api import NodeLike, _node
+from claimgraph.projections.reader import (
+    EdgeView,
+    HistoryView,
+    NeighborView,
+    ProjectionReader,
+    SlotView,
+)
+from claimgraph.service.api import NodeLike, Receipt, _node
+from claimgraph.service.catalogue_reads import CatalogueReads
 from claimgraph.service.queries import (
     PathsResult,
     ReachResult,
@@ -26,7 +34,7 @@ from claimgraph.service.queries import (
     keep_neighbor,
 )
 
-__all__ = ["Browsable", "EdgeRef", "GraphReads", "edge_refs"]
+__all__ = ["BlockedReads", "Browsable", "EdgeRef", "GraphReads", "catalogued", "edge_refs"]
 
 EdgeRef = tuple[str, NodeLike, NodeLike]  # (edge_type, subject, object) of a batch read
 
@@ -47,6 +55,19 @@ def edge_refs(edges: Sequence[EdgeRef]) -> list[tuple[str, tuple[str, str], tupl
             raise InputError(f"edge {i} of read_edges has edge type {cut(t)}: expected a string")
         out.append((t, _node(s), _node(o)))
     return out
+
+
+def catalogued(query: str, params: dict[str, Any]) -> QuerySpec:
+    """The catalogue's read ``query`` (:mod:`claimgraph.core.queries`) once ``params`` fit
+    it; an unknown read, an unknown or missing parameter, or a value outside its declared
+    domain raises :class:`InputError` naming it, before anything is read."""
+    spec = QUERIES.get(query) if isinstance(query, str) else None
+    if spec is None:
+        raise InputError(f"no read {cut(query, 40)}; the reads are {', '.join(QUERIES)}")
+    problem = params_violation(spec, params)
+    if problem is not None:
+        raise InputError(problem)
+    return spec
 
 
 _BLOCKED_LOCK = threading.Lock()
@@ -90,8 +111,9 @@ class Browsable(Protocol):
     def neighborhood(self, node: NodeLike, *, at: int | None = None) -> list[NeighborView]: ...
 
 
-class GraphReads:
-    """Reads at a version; subclasses provide ``reader``, ``head()`` and ``wait_for()``.
+class BlockedReads:
+    """The blocked reads of runs, per graph: what every sync graph (in process or over HTTP)
+    keeps for the runs reading through it.
 
     Reads of a run that come back ``unknown`` (or halt) are remembered per (run, conflict)
     with the distinct queries that hit it (reads outside a run are not); :meth:`flush_blocked`
@@ -99,7 +121,6 @@ class GraphReads:
     blocked-read thresholds count in the log.
     """
 
-    reader: ProjectionReader
     _blocked: dict[tuple[str | None, str], set[str]]
 
     @property
@@ -132,7 +153,7 @@ class GraphReads:
         run: str | None = None,
         pinned: int | None = None,
         task: str = "",
-    ) -> list[Any]:
+    ) -> list[Receipt]:
         """Report the blocked reads noted so far (only ``run``'s when given) to the log.
 
         One ``read_blocked`` command per (run, conflict), counting distinct queries;
@@ -154,6 +175,25 @@ class GraphReads:
             for k, n in counts
         ]
 
+    def note_unknown(self, result: object, name: str, query: str) -> None:
+        """Note the conflicts a read's answer met (only a run's reads count): unknown edges
+        and slots as ``query``, the unknown hops of a walk (``name``'s) each as its own."""
+        if isinstance(result, PathsResult | ReachResult):
+            for h in result.unknown:
+                self._note_blocked(h.conflict_id, f"{name} {h.edge_type} {h.subject} {h.object}")
+            return
+        for x in result if isinstance(result, list) else [result]:
+            if getattr(x, "state", None) == "unknown":
+                self._note_blocked(getattr(x, "conflict_id", None), query)
+
+
+class GraphReads(BlockedReads, CatalogueReads):
+    """Reads at a version from ``self.reader``; subclasses provide ``reader``, ``head()`` and
+    ``wait_for()``. Each catalogued read is a method here (its implementation), answered by
+    ``read`` too."""
+
+    reader: ProjectionReader
+
     def head(self) -> int:
         raise NotImplementedError
 
@@ -171,6 +211,15 @@ class GraphReads:
         return at
 
     # -- reads ----------------------------------------------------------------------------------
+
+    def read(self, query: str, /, **params: Any) -> Any:
+        """Any read of the query catalogue, by name: the port's one read operation
+        (``read("edge", edge_type=..., subject=..., obj=..., at=...)``). Checked against the
+        catalogue first (:func:`catalogued`), then answered as the read's own method does."""
+        name = catalogued(query, params).name
+        if getattr(type(self), name, None) in (None, getattr(CatalogueReads, name, None)):
+            raise NotImplementedError(f"{type(self).__name__} does not implement the read {name}")
+        return getattr(self, name)(**params)
 
     def edge(
         self,
@@ -456,9 +505,12 @@ class GraphReads:
         *,
         at: int | None = None,
         timeout: float = 0.0,
-    ) -> list[dict[str, Any]]:
-        """Every decision that touched the edge, up to ``at``."""
-        return self.reader.history(edge_type, _node(subject), _node(obj), self._at(at, timeout))
+    ) -> HistoryView:
+        """Every decision that touched the edge, up to ``at``, oldest first; after GC it says
+        from which version on it is complete (``cut_below``) when entries below were removed."""
+        s, o, v = _node(subject), _node(obj), self._at(at, timeout)
+        entries = self.reader.history(edge_type, s, o, v)
+        return HistoryView(tuple(entries), v, self.reader.history_cut(edge_type, s, o))
 
     def quarantine(
         self, *, at: int | None = None, timeout: float = 0.0, include_closed: bool = False

@@ -18,11 +18,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from claimgraph.errors import ConfigError, InputError, RunNotFound
+from claimgraph.service.api import GraphWrites
+from claimgraph.service.catalogue_reads import RunReads
 from claimgraph.service.traces import (
     READS_REVISION,
     ReplayReport,
@@ -31,16 +33,20 @@ from claimgraph.service.traces import (
     jsonable,
     replay,
     summarize,
+    trace_args,
+    traced_read,
 )
 
 if TYPE_CHECKING:
-    from claimgraph.projections.reader import EdgeView, NeighborView, SlotView
+    from claimgraph.core.model import Command
+    from claimgraph.projections.reader import EdgeView
     from claimgraph.service.api import NodeLike, Receipt
-    from claimgraph.service.queries import PathsResult, ReachResult
+    from claimgraph.service.port import GraphPort
     from claimgraph.service.reads import EdgeRef
 
 __all__ = [
     "Run",
+    "RunPins",
     "RunsMixin",
     "Snapshot",
     "hold_remote_pins",
@@ -88,29 +94,6 @@ class RunsMixin:
         """Pin the head version once, to hand to several runs."""
         return Snapshot(self.head())
 
-    def run(
-        self,
-        *,
-        agent: str | None = None,
-        task: str | None = None,
-        snapshot: Snapshot | None = None,
-        run_id: str | None = None,
-        lease: float = 3600.0,
-    ) -> Run:
-        """Start a run: pin a version (head, or ``snapshot``'s) and trace what it reads.
-
-        ``agent`` and ``task`` default to the graph's (over HTTP: the token's agent and its
-        one literal task; in process there is none: name the agent). Where the graph keeps a
-        pin registry (embedded, or Kafka with a projection), the pinned version is also held
-        against GC for ``lease`` seconds (renew with :meth:`Run.renew`); the pin is released
-        when the run ends, or lapses with its lease if the process dies.
-        """
-        agent = getattr(self, "default_agent", None) if agent is None else agent
-        if agent is None:
-            raise InputError("run: name the agent (agent=...): this graph has no default")
-        task = getattr(self, "default_task", "") if task is None else task
-        return Run(self, agent=agent, task=task, snapshot=snapshot, run_id=run_id, lease=lease)
-
     def runs(self) -> list[RunSummary]:
         """Every run in the runs log, oldest first."""
         return summarize(self.run_events())
@@ -120,11 +103,11 @@ class RunsMixin:
         events = self.run_events(run_id)
         if not events:
             raise RunNotFound(run_id)
-        return replay(self, events)  # type: ignore[arg-type]
+        return replay(self, events)  # type: ignore[arg-type]  # the typed reads of GraphAPI
 
 
 def hold_remote_pins(
-    graph: Any, events: Sequence[dict[str, Any]], agent: str, limit: int | None = None
+    graph: object, events: Sequence[dict[str, Any]], agent: str, limit: int | None = None
 ) -> None:
     """Pins the server holds for runs of remote clients (which keep no registry of their own).
 
@@ -134,8 +117,10 @@ def hold_remote_pins(
     pins for ``agent`` raise :class:`~claimgraph.errors.LimitError`, before anything is
     pinned or appended.
     """
+    from claimgraph.projections.pins import PinRegistry
+
     registry = pins_of(graph)
-    if registry is None:
+    if not isinstance(registry, PinRegistry):
         return
     starts = [
         (ev["pinned_version"], f"{agent}:{ev['run_id']}")
@@ -155,20 +140,38 @@ def hold_remote_pins(
     )
 
 
-def pins_of(graph: Any) -> Any:
+@runtime_checkable
+class RunPins(Protocol):
+    """What a run needs of a pin registry (a graph's, or a principal's view of it)."""
+
+    def pin(self, version: int, *, owner: str, lease: float, holder: str = "") -> Any: ...
+
+    def renew(self, pin_id: str, lease: float) -> Any: ...
+
+    def unpin(self, pin_id: str) -> Any: ...
+
+
+def pins_of(graph: object) -> RunPins | None:
     """The graph's retention pin registry, if it keeps one (HTTP clients do not)."""
     try:
-        return getattr(graph, "pins", None)
+        registry = getattr(graph, "pins", None)
     except ConfigError:  # a Kafka graph opened without a projection directory
         return None
+    return registry if isinstance(registry, RunPins) else None
 
 
-class Run:
-    """A pinned version, reads served at it, and the trace of what was read and written."""
+class Run(RunReads):
+    """A pinned version, reads served at it, and the trace of what was read and written.
+
+    Typed against the narrow :class:`~claimgraph.service.port.GraphPort`: its reads go
+    through the port's ``read`` at the pinned version (:meth:`read`; the typed ones are
+    generated from the query catalogue), its writes through the graph's writers when it has
+    them, else built here and sent with ``submit``.
+    """
 
     def __init__(
         self,
-        graph: RunsMixin,
+        graph: GraphPort,
         *,
         agent: str,
         task: str,
@@ -219,15 +222,20 @@ class Run:
             self.graph.append_run_events(self._pending)
             self._pending = []
 
-    def _read(self, op: str, args: dict[str, Any], call: Callable[[], Any]) -> Any:
-        g: Any = self.graph
-        before = getattr(g, "blocked_run", None)
+    def read(self, query: str, /, **params: Any) -> Any:
+        """A read the run traces (``edge``, ``slot``, ``neighbors``, ...: the catalogue's
+        ``traced`` reads), at the pinned version: recorded with its arguments and a digest of
+        its answer, so :func:`replay` can re-execute it."""
+        spec = traced_read(query, params)
+        g = self.graph
+        before = g.blocked_run
         g.blocked_run = self.run_id  # reads that hit quarantine are attributed to this run
         try:
-            result = call()
+            result = g.read(spec.name, **params, at=self.version)
         finally:
             g.blocked_run = before
-        self._event("read", {"query": {"op": op, "args": jsonable(args)}, "digest": digest(result)})
+        query_ = {"op": spec.name, "args": jsonable(trace_args(spec, params))}
+        self._event("read", {"query": query_, "digest": digest(result)})
         return result
 
     def tool(self, name: str, input: Any = None, output: Any = None) -> None:
@@ -241,11 +249,8 @@ class Run:
         reads = sum(1 for e in self.events if e["kind"] == "read")
         writes = sum(1 for e in self.events if e["kind"] == "write")
         # the run boundary: its blocked reads go to the log (exit conditions count runs)
-        flush = getattr(self.graph, "flush_blocked", None)
-        blocked = (
-            flush(agent=self.agent, run=self.run_id, pinned=self.version, task=self.task)
-            if flush is not None
-            else []
+        blocked = self.graph.flush_blocked(
+            agent=self.agent, run=self.run_id, pinned=self.version, task=self.task
         )
         self._event(
             "end", {"status": status, "reads": reads, "writes": writes, "blocked": len(blocked)}
@@ -268,28 +273,19 @@ class Run:
     def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         self.close("ok" if exc_type is None else f"error: {exc_type.__name__}")
 
-    # -- reads at the pinned version --------------------------------------------------------------
-
-    def edge(self, edge_type: str, subject: NodeLike, obj: NodeLike) -> EdgeView:
-        """The edge as of the pinned version (recorded)."""
-        g: Any = self.graph
-        args = {"edge_type": edge_type, "subject": _node(subject), "object": _node(obj)}
-        r: EdgeView = self._read(
-            "edge", args, lambda: g.edge(edge_type, subject, obj, at=self.version)
-        )
-        return r
+    # -- reads at the pinned version (the typed ones: RunReads) ------------------------------
 
     def read_edges(self, edges: Sequence[EdgeRef]) -> list[EdgeView]:
         """Several edges as of the pinned version, in one read of the graph (over HTTP, one
         request); each answer is recorded as its own ``edge`` read, so replay checks each."""
         from claimgraph.service.reads import edge_refs
 
-        g: Any = self.graph
+        g = self.graph
         wanted = edge_refs(edges)
-        before = getattr(g, "blocked_run", None)
+        before = g.blocked_run
         g.blocked_run = self.run_id
         try:
-            out: list[EdgeView] = g.read_edges(wanted, at=self.version)
+            out: list[EdgeView] = g.read("read_edges", edges=wanted, at=self.version)
         finally:
             g.blocked_run = before
         for (t, s, o), e in zip(wanted, out, strict=True):
@@ -298,164 +294,14 @@ class Run:
             self._event("read", {"query": query, "digest": digest(e)})
         return out
 
-    def slot(self, edge_type: str, node: NodeLike, *, direction: str = "out") -> SlotView:
-        """An exclusive slot as of the pinned version (recorded)."""
-        g: Any = self.graph
-        args = {"edge_type": edge_type, "node": _node(node), "direction": direction}
-        r: SlotView = self._read(
-            "slot", args, lambda: g.slot(edge_type, node, direction=direction, at=self.version)
-        )
-        return r
-
-    def neighbors(
-        self,
-        node: NodeLike,
-        *,
-        edge_type: str | None = None,
-        direction: str = "out",
-        include_absent: bool = False,
-        min_confidence: float | None = None,
-        writer: str | None = None,
-        asserted_after: int | None = None,
-        asserted_before: int | None = None,
-    ) -> list[NeighborView]:
-        """A node's neighbours as of the pinned version, optionally filtered (recorded)."""
-        g: Any = self.graph
-        args: dict[str, Any] = {
-            "node": _node(node),
-            "edge_type": edge_type,
-            "direction": direction,
-            "include_absent": include_absent,
-        }
-        filters = {
-            "min_confidence": min_confidence,
-            "writer": writer,
-            "asserted_after": asserted_after,
-            "asserted_before": asserted_before,
-        }
-        filters = {k: v for k, v in filters.items() if v is not None}
-        args.update(filters)  # only the filters given: traces stay as they were without them
-        r: list[NeighborView] = self._read(
-            "neighbors",
-            args,
-            lambda: g.neighbors(
-                node,
-                edge_type=edge_type,
-                direction=direction,
-                at=self.version,
-                include_absent=include_absent,
-                **filters,
-            ),
-        )
-        return r
-
-    def paths(
-        self,
-        src: NodeLike,
-        dst: NodeLike,
-        *,
-        max_hops: int = 3,
-        edge_types: Sequence[str] | None = None,
-        direction: Literal["out", "in", "both"] = "out",
-        limit: int = 100,
-    ) -> PathsResult:
-        """Paths ``src`` → ``dst`` as of the pinned version (recorded)."""
-        g: Any = self.graph
-        types = list(edge_types) if edge_types else None
-        args = {
-            "src": _node(src),
-            "dst": _node(dst),
-            "max_hops": max_hops,
-            "edge_types": types,
-            "direction": direction,
-            "limit": limit,
-        }
-        r: PathsResult = self._read(
-            "paths",
-            args,
-            lambda: g.paths(
-                src,
-                dst,
-                max_hops=max_hops,
-                edge_types=types,
-                direction=direction,
-                limit=limit,
-                at=self.version,
-            ),
-        )
-        return r
-
-    def reach(
-        self,
-        node: NodeLike,
-        *,
-        direction: Literal["out", "in", "both"] = "out",
-        max_hops: int = 2,
-        edge_types: Sequence[str] | None = None,
-        limit: int = 100,
-    ) -> ReachResult:
-        """Nodes within ``max_hops`` of ``node`` as of the pinned version (recorded)."""
-        g: Any = self.graph
-        types = list(edge_types) if edge_types else None
-        args = {
-            "node": _node(node),
-            "direction": direction,
-            "max_hops": max_hops,
-            "edge_types": types,
-            "limit": limit,
-        }
-        r: ReachResult = self._read(
-            "reach",
-            args,
-            lambda: g.reach(
-                node,
-                direction=direction,
-                max_hops=max_hops,
-                edge_types=types,
-                limit=limit,
-                at=self.version,
-            ),
-        )
-        return r
-
-    def history(self, edge_type: str, subject: NodeLike, obj: NodeLike) -> list[dict[str, Any]]:
-        """An edge's history up to the pinned version (recorded)."""
-        g: Any = self.graph
-        args = {"edge_type": edge_type, "subject": _node(subject), "object": _node(obj)}
-        r: list[dict[str, Any]] = self._read(
-            "history", args, lambda: g.history(edge_type, subject, obj, at=self.version)
-        )
-        return r
-
-    def quarantine(self, *, include_closed: bool = False) -> list[dict[str, Any]]:
-        """Conflicts as of the pinned version (recorded)."""
-        g: Any = self.graph
-        r: list[dict[str, Any]] = self._read(
-            "quarantine",
-            {"include_closed": include_closed},
-            lambda: g.quarantine(at=self.version, include_closed=include_closed),
-        )
-        return r
-
-    def claim_info(self, claim_id: str) -> dict[str, Any] | None:
-        """A claim as of the pinned version (recorded)."""
-        g: Any = self.graph
-        r: dict[str, Any] | None = self._read(
-            "claim_info", {"claim_id": claim_id}, lambda: g.claim_info(claim_id, at=self.version)
-        )
-        return r
-
-    def conflict(self, conflict_id: str) -> dict[str, Any] | None:
-        """A conflict as of the pinned version (recorded)."""
-        g: Any = self.graph
-        r: dict[str, Any] | None = self._read(
-            "conflict",
-            {"conflict_id": conflict_id},
-            lambda: g.conflict(conflict_id, at=self.version),
-        )
-        return r
-
     # -- writes as the run's agent, based on the pinned version -----------------------------------
+
+    @property
+    def _writer(self) -> GraphWrites:
+        """The graph's writers (every graph has them), or writers over its ``submit``."""
+        if isinstance(self.graph, GraphWrites):
+            return self.graph
+        return _Submits(self.graph)
 
     def _wrote(self, receipt: Receipt) -> Receipt:
         d = receipt.decision
@@ -489,8 +335,7 @@ class Run:
     ) -> Receipt:
         """A claim by the run's agent in its task, ``based_on_version`` = the pinned version
         unless given."""
-        g: Any = self.graph
-        r: Receipt = g.claim(
+        r = self._writer.claim(
             edge_type,
             subject,
             obj,
@@ -515,7 +360,7 @@ class Run:
         from claimgraph.service.api import node
         from claimgraph.service.inputs import now_millis, require_domain, to_millis
 
-        g: Any = self.graph
+        g, signer = self.graph, self._writer.signer
         commands: list[Any] = []
         for c in claims:
             (st, si), (ot, oi) = node(c["subject"]), node(c["object"])
@@ -541,8 +386,8 @@ class Run:
                 "properties": dict(c.get("properties") or {}),
             }
             require_domain(command)  # type: ignore[arg-type]
-            commands.append(command if g.signer is None else g.signer.sign(command))
-        receipts: list[Receipt] = g.submit(commands) if commands else []
+            commands.append(command if signer is None else signer.sign(command))  # type: ignore[arg-type]
+        receipts = g.submit(commands) if commands else []
         for r in receipts:
             d = r.decision
             self._event(
@@ -618,9 +463,23 @@ class Run:
 
     def retract(self, claim_id: str, *, reason: str = "") -> Receipt:
         """Retract one of the agent's claims within the run."""
-        g: Any = self.graph
-        r: Receipt = g.retract(claim_id, agent=self.agent, task=self.task, reason=reason)
+        r = self._writer.retract(
+            claim_id, agent=self.agent, task=self.task, reason=reason, run_id=self.run_id
+        )
         return self._wrote(r)
+
+
+class _Submits(GraphWrites):
+    """Writers over a bare port: each command (or signed record) through ``submit``."""
+
+    def __init__(self, graph: GraphPort) -> None:
+        self.graph, self.name = graph, graph.name
+
+    def _one(self, command: Command) -> Receipt:
+        return self.graph.submit([command])[0]
+
+    def _one_signed(self, record: bytes) -> Receipt:
+        return self.graph.submit([record])[0]
 
 
 def _node(n: NodeLike) -> list[str]:

@@ -7,14 +7,15 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from claimgraph.core.commands import COMMANDS, Sender
 from claimgraph.core.model import LIMITS, Command, Reason
 from claimgraph.core.wire import encode_command
 from claimgraph.errors import AuthError, ClaimgraphError, InputError, LimitError, NotFoundError
 from claimgraph.logconf import events
-from claimgraph.service.api import GraphWrites, NodeLike, Receipt, node
+from claimgraph.service.api import GraphWrites, NodeLike, Receipt
+from claimgraph.service.api import node as _as_node
 from claimgraph.service.inputs import require_domain
 from claimgraph.service.principals import STATUS, Principal, clean
 from claimgraph.service.runs import Run, Snapshot, hold_remote_pins, pins_of
@@ -267,7 +268,7 @@ class Scoped(GraphWrites):
     def blocked_run(self, run: Any) -> None:
         self._local.run = run
         if self.principal.how == "server":  # a served API: its reads must name the run too
-            self.graph.blocked_run = None if run is CLIENT else run  # type: ignore[attr-defined]
+            self.graph.blocked_run = None if run is CLIENT else run
 
     @contextmanager
     def in_client_run(self) -> Iterator[None]:
@@ -372,7 +373,7 @@ class Scoped(GraphWrites):
         timeout: float = 0.0,
     ) -> EdgeView:
         v = self._at(at, timeout)
-        q = f"edge {edge_type} {node(subject)} {node(obj)}"
+        q = f"edge {edge_type} {_as_node(subject)} {_as_node(obj)}"
         try:
             e = self.graph.edge(edge_type, subject, obj, at=v)
         except Exception as exc:
@@ -401,16 +402,16 @@ class Scoped(GraphWrites):
     def slot(
         self,
         edge_type: str,
-        node_: NodeLike,
+        node: NodeLike,
         *,
-        direction: str = "out",
+        direction: Literal["out", "in"] = "out",
         at: int | None = None,
         timeout: float = 0.0,
     ) -> SlotView:
         v = self._at(at, timeout)
-        q = f"slot {edge_type} {node(node_)} {direction}"
+        q = f"slot {edge_type} {_as_node(node)} {direction}"
         try:
-            s = self.graph.slot(edge_type, node_, direction=direction, at=v)
+            s = self.graph.slot(edge_type, node, direction=direction, at=v)
         except Exception as exc:
             self._halted(exc, q, v)
             raise
@@ -420,20 +421,20 @@ class Scoped(GraphWrites):
 
     def neighbors(
         self,
-        node_: NodeLike,
+        node: NodeLike,
         *,
         edge_type: str | None = None,
-        direction: str = "out",
+        direction: Literal["out", "in"] = "out",
         at: int | None = None,
         timeout: float = 0.0,
         include_absent: bool = False,
         **filters: Any,
     ) -> list[NeighborView]:
         v = self._at(at, timeout)
-        q = f"neighbors {node(node_)} {edge_type} {direction}"
+        q = f"neighbors {_as_node(node)} {edge_type} {direction}"
         try:
             ns = self.graph.neighbors(
-                node_,
+                node,
                 edge_type=edge_type,
                 direction=direction,
                 at=v,
@@ -464,13 +465,35 @@ class Scoped(GraphWrites):
         return res
 
     def reach(
-        self, node_: NodeLike, *, at: int | None = None, timeout: float = 0.0, **kw: Any
+        self, node: NodeLike, *, at: int | None = None, timeout: float = 0.0, **kw: Any
     ) -> ReachResult:
         v = self._at(at, timeout)
-        res: ReachResult = self.graph.reach(node_, at=v, **kw)
+        res: ReachResult = self.graph.reach(node, at=v, **kw)
         for h in res.unknown:
             self._note(h.conflict_id, f"reach {h.edge_type} {h.subject} {h.object}", v)
         return res
+
+    def read(self, query: str, /, **params: Any) -> Any:
+        """Any catalogued read as this principal: the reads that can meet a quarantine
+        (``in_run``) accounted here, every other one the graph's own."""
+        from claimgraph.service.reads import catalogued
+
+        spec = catalogued(query, params)
+        if spec.in_run:
+            return getattr(self, spec.name)(**params)
+        return self.graph.read(spec.name, **params)
+
+    def head(self) -> int:
+        return self.graph.head()
+
+    def wait_for(self, version: int, timeout: float = 0.0) -> int:
+        return self.graph.wait_for(version, timeout)
+
+    def run_events(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        return self.graph.run_events(run_id)
+
+    def close(self) -> None:
+        """Nothing to close: the graph is the service's, not the principal's."""
 
     def __getattr__(self, name: str) -> Any:
         # every other read (history, claims, conflicts, schema, runs, ...) is the graph's own:
@@ -525,7 +548,7 @@ class Scoped(GraphWrites):
             snap = Snapshot(self._snapshot_version(snapshot_id), snapshot_id)
         else:
             snap = Snapshot(self.graph.head())  # a fresh id other runs can join
-        run = Run(cast(Any, self), agent=p.agent, task=want, snapshot=snap, lease=lease)
+        run = Run(self, agent=p.agent, task=want, snapshot=snap, lease=lease)
         self.access._hold(p.agent, run, lease)
         return run
 

@@ -11,15 +11,15 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from claimgraph.core.commands import cut
+from claimgraph.core.commands import Kind, cut
+from claimgraph.core.queries import QUERIES, QuerySpec, params_violation
 from claimgraph.core.wire import decode_run_event, encode_run_event
 from claimgraph.errors import ClaimgraphError, InputError
-from claimgraph.service.api import NodeLike
+from claimgraph.service.api import node
 
 __all__ = [
-    "NEIGHBOR_FILTERS",
     "READS_REVISION",
     "READ_OPS",
     "ReplayReport",
@@ -33,10 +33,14 @@ __all__ = [
     "live_pins",
     "replay",
     "summarize",
+    "trace_args",
+    "traced_read",
 ]
 
 
 def jsonable(value: Any) -> Any:
+    if hasattr(value, "traced"):  # what a run digests of it (a history: see HistoryView)
+        return jsonable(value.traced())
     if hasattr(value, "as_dict"):
         return value.as_dict()
     if isinstance(value, list | tuple):
@@ -65,106 +69,67 @@ READ_OPS: dict[str, tuple[str, ...]] = {
     "paths": ("src", "dst", "max_hops", "edge_types", "direction", "limit"),
     "reach": ("node", "direction", "max_hops", "edge_types", "limit"),
 }
-# The optional filters of ``neighbors`` (absent from traces recorded before them).
-NEIGHBOR_FILTERS = ("min_confidence", "writer", "asserted_after", "asserted_before")
 # Read semantics a trace was recorded under, in its ``start`` event's payload (``reads``):
 # from 2 on, reads of edge types (or slot sides) the schema does not define are errors;
 # traces without it replay with the old meaning (``absent``).
 READS_REVISION = 2
 
 
+def traced_read(query: str, params: dict[str, Any]) -> QuerySpec:
+    """The catalogue's read ``query`` if a run traces it and ``params`` fit it (a run reads
+    at its pinned version: no ``at``, no ``timeout``); else :class:`InputError`."""
+    spec = QUERIES.get(query) if isinstance(query, str) else None
+    if spec is None or not spec.traced:
+        traced = ", ".join(s.name for s in QUERIES.values() if s.traced)
+        raise InputError(f"a run does not read {cut(query, 40)}; its reads are {traced}")
+    known = {p.keyword for p in spec.params}
+    extra = sorted(set(params) - known)
+    if extra:
+        raise InputError(
+            f"{spec.name} in a run takes no {cut(extra[0], 40)} (it reads at its pinned version)"
+        )
+    problem = params_violation(spec, params)
+    if problem is not None:
+        raise InputError(problem)
+    return spec
+
+
+def trace_args(spec: QuerySpec, params: dict[str, Any]) -> dict[str, Any]:
+    """A traced read's recorded arguments (catalogue names, nodes as ``[type, id]``): those
+    :data:`READ_OPS` names always (defaults filled in), the ones added since only when given
+    (traces recorded before them stay as they were)."""
+    base = READ_OPS.get(spec.name, ())
+    out: dict[str, Any] = {}
+    for p in spec.params:
+        v = params.get(p.keyword, None if p.required else p.default)
+        if p.node and v is not None:
+            t, i = node(v)
+            v = [t, i]
+        elif p.domain.kind is Kind.LIST:
+            v = list(v) if v else None
+        if p.name in base or v is not None:
+            out[p.name] = v
+    return out
+
+
 class _Reads(Protocol):
-    def edge(self, edge_type: str, subject: NodeLike, obj: NodeLike, *, at: int | None) -> Any: ...
-    def slot(self, edge_type: str, node: NodeLike, *, direction: str, at: int | None) -> Any: ...
-    def neighbors(
-        self,
-        node: NodeLike,
-        *,
-        edge_type: str | None,
-        direction: str,
-        at: int | None,
-        include_absent: bool,
-        min_confidence: float | None = None,
-        writer: str | None = None,
-        asserted_after: int | None = None,
-        asserted_before: int | None = None,
-    ) -> Any: ...
-    def paths(
-        self,
-        src: NodeLike,
-        dst: NodeLike,
-        *,
-        max_hops: int,
-        edge_types: Sequence[str] | None,
-        direction: Literal["out", "in", "both"],
-        limit: int,
-        at: int | None,
-    ) -> Any: ...
-    def reach(
-        self,
-        node: NodeLike,
-        *,
-        direction: Literal["out", "in", "both"],
-        max_hops: int,
-        edge_types: Sequence[str] | None,
-        limit: int,
-        at: int | None,
-    ) -> Any: ...
-    def history(
-        self, edge_type: str, subject: NodeLike, obj: NodeLike, *, at: int | None
-    ) -> Any: ...
-    def quarantine(self, *, at: int | None, include_closed: bool) -> Any: ...
-    def claim_info(self, claim_id: str, *, at: int | None) -> Any: ...
-    def conflict(self, conflict_id: str, *, at: int | None) -> Any: ...
+    def read(self, query: str, /, **params: Any) -> Any: ...
 
 
 def execute(reads: _Reads, op: str, args: dict[str, Any], at: int) -> Any:
-    """Run one recorded read at ``at`` (the same call a run made)."""
-
-    def n(x: Any) -> NodeLike:
-        return tuple(x) if isinstance(x, list) else x
-
-    if op == "edge":
-        return reads.edge(args["edge_type"], n(args["subject"]), n(args["object"]), at=at)
-    if op == "slot":
-        return reads.slot(args["edge_type"], n(args["node"]), direction=args["direction"], at=at)
-    if op == "neighbors":
-        return reads.neighbors(
-            n(args["node"]),
-            edge_type=args["edge_type"],
-            direction=args["direction"],
-            at=at,
-            include_absent=args["include_absent"],
-            **{f: args[f] for f in NEIGHBOR_FILTERS if args.get(f) is not None},
-        )
-    if op == "paths":
-        return reads.paths(
-            n(args["src"]),
-            n(args["dst"]),
-            max_hops=args["max_hops"],
-            edge_types=args["edge_types"],
-            direction=args["direction"],
-            limit=args["limit"],
-            at=at,
-        )
-    if op == "reach":
-        return reads.reach(
-            n(args["node"]),
-            direction=args["direction"],
-            max_hops=args["max_hops"],
-            edge_types=args["edge_types"],
-            limit=args["limit"],
-            at=at,
-        )
-    if op == "history":
-        return reads.history(args["edge_type"], n(args["subject"]), n(args["object"]), at=at)
-    if op == "quarantine":
-        return reads.quarantine(at=at, include_closed=args["include_closed"])
-    if op == "claim_info":
-        return reads.claim_info(args["claim_id"], at=at)
-    if op == "conflict":
-        return reads.conflict(args["conflict_id"], at=at)
-    raise InputError(f"unknown read {cut(op)} (known: {', '.join(READ_OPS)})")
+    """Run one recorded read at ``at`` (the same call a run made), through ``read``: the
+    arguments :data:`READ_OPS` names must be there (a trace without them is malformed:
+    ``KeyError``), the ones added since default when absent."""
+    spec = QUERIES.get(op) if isinstance(op, str) else None
+    if spec is None or not spec.traced or op not in READ_OPS:
+        raise InputError(f"unknown read {cut(op)} (known: {', '.join(READ_OPS)})")
+    params: dict[str, Any] = {}
+    for p in spec.params:
+        v = args[p.name] if p.name in READ_OPS[op] else args.get(p.name)
+        if v is None and not p.required:
+            continue
+        params[p.keyword] = tuple(v) if p.node and isinstance(v, list) else v
+    return reads.read(op, **params, at=at)
 
 
 @dataclass(frozen=True, slots=True)
