@@ -14,7 +14,7 @@ import pytest
 
 from claimgraph.demo.inventory import run_demo
 from tests.conftest import ROOT
-from tests.docs_text import blocks
+from tests.docs_text import block, blocks
 
 CLI = [sys.executable, "-m", "claimgraph"]
 
@@ -64,7 +64,7 @@ def test_readme_python_synopsis_runs(
 ) -> None:
     """The docs' Python example runs and prints what its comments say."""
     monkeypatch.chdir(workdir)
-    (code,) = blocks("python")
+    code = block("python", 'with claimgraph.open("./g2"')
     exec(compile(code, "docs/tutorials/first-graph.md", "exec"), {})
     printed = capsys.readouterr().out.split("\n")
     assert printed[0] == "accepted new 1"
