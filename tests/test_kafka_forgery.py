@@ -200,17 +200,18 @@ def test_a_projector_never_resumes_on_another_partition(kafka_broker: Any, tmp_p
             KafkaProjector(cfg, "refunds", data)
 
 
-def _rss_kb() -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+def _footprint(state: Any) -> int:
+    """How many entries a graph state holds: the lengths of all its containers."""
+    return sum(len(v) for v in vars(state).values() if isinstance(v, (dict, list, set, tuple)))
 
 
 def test_distinct_junk_keys_leave_no_per_key_state(kafka_broker: Any) -> None:
     """100,000 records with distinct keys (as kcat sent them): every one is rejected in the
     one bucket, the governor keeps two states (the graph and the bucket) whose size does not
-    grow with the keys, before and after a restart, and its RSS over the last 75,000 keys
-    (after a first 25,000 warmed the clients' buffers) grows by far less than the ~260 MB the
-    same records took when each key became a graph."""
+    grow with the keys, before and after a restart. (Before revision 6 each key became a graph
+    state: ~260 MB for the same records. The size is counted in the state's own containers,
+    not as the test process's RSS, which every earlier test of the session moves; the memory
+    figure itself is a benchmark's.)"""
     n = 100_000
     cfg = fresh_config(kafka_broker.bootstrap, partitions=1, graphs=("test",))
     raw = Producer(cfg.client(**{"linger.ms": 20, "batch.num.messages": 10000}))
@@ -227,7 +228,7 @@ def test_distinct_junk_keys_leave_no_per_key_state(kafka_broker: Any) -> None:
     )
     gov = KafkaGovernor(cfg, 0, batch_size=5000)
     gov.start()
-    rounds, rss = 4, []
+    rounds, sizes = 4, []
     try:
         decide_all(gov, cfg)  # the place record
         for r in range(rounds):  # the first round warms the clients' buffers
@@ -242,13 +243,12 @@ def test_distinct_junk_keys_leave_no_per_key_state(kafka_broker: Any) -> None:
                         raw.poll(0.1)
             assert raw.flush(60) == 0
             assert decide_all(gov, cfg) == n // rounds
-            rss.append(_rss_kb())
-        grown_mb = (rss[-1] - rss[0]) / 1024
+            sizes.append({g: _footprint(st) for g, st in gov.states.items()})
         assert set(gov.states) == {"test", UNPLACED}
         bucket = gov.states[UNPLACED]
         assert bucket.decisions == n and bucket.other_commands == set()
         assert bucket.offsets is None and not bucket.claims
-        assert grown_mb < 25, f"the governor's RSS grew by {grown_mb:.0f} MB for {n} keys"
+        assert sizes[0] == sizes[-1], f"the states grew with the keys: {sizes}"
     finally:
         gov.close()
     again = KafkaGovernor(cfg, 0)
