@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from claimgraph.core.commands import COMMANDS, Sender
 from claimgraph.core.model import LIMITS, Command, Reason
 from claimgraph.core.wire import encode_command
-from claimgraph.errors import AuthError, ClaimgraphError, InputError, LimitError, NotFoundError
+from claimgraph.errors import (
+    AuthError,
+    ClaimgraphError,
+    InputError,
+    LimitError,
+    NotFoundError,
+    UnknownSlotError,
+)
 from claimgraph.logconf import events
 from claimgraph.service.api import GraphWrites, NodeLike, Receipt
 from claimgraph.service.api import node as _as_node
@@ -376,18 +383,12 @@ class Scoped(GraphWrites):
         q = f"edge {edge_type} {_as_node(subject)} {_as_node(obj)}"
         try:
             e = self.graph.edge(edge_type, subject, obj, at=v)
-        except Exception as exc:
-            self._halted(exc, q, v)
+        except UnknownSlotError as exc:  # a halted read is a blocked read too
+            self._note(exc.conflict_id, q, v)
             raise
         if e.state == "unknown":
             self._note(e.conflict_id, q, v)
         return e
-
-    def _halted(self, exc: Exception, query: str, version: int) -> None:
-        from claimgraph.errors import UnknownSlotError
-
-        if isinstance(exc, UnknownSlotError):  # a halted read is a blocked read too
-            self._note(exc.conflict_id, query, version)
 
     def read_edges(
         self, edges: Sequence[EdgeRef], *, at: int | None = None, timeout: float = 0.0
@@ -412,8 +413,8 @@ class Scoped(GraphWrites):
         q = f"slot {edge_type} {_as_node(node)} {direction}"
         try:
             s = self.graph.slot(edge_type, node, direction=direction, at=v)
-        except Exception as exc:
-            self._halted(exc, q, v)
+        except UnknownSlotError as exc:  # a halted read is a blocked read too
+            self._note(exc.conflict_id, q, v)
             raise
         if s.state == "unknown":
             self._note(s.conflict_id, q, v)
@@ -441,8 +442,8 @@ class Scoped(GraphWrites):
                 include_absent=include_absent,
                 **filters,
             )
-        except Exception as exc:
-            self._halted(exc, q, v)
+        except UnknownSlotError as exc:  # a halted read is a blocked read too
+            self._note(exc.conflict_id, q, v)
             raise
         for n in ns:
             if n.state == "unknown":
