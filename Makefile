@@ -6,15 +6,19 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DATA ?= ./claimgraph-data
 PYTEST_ARGS ?=
+# make test runs the suite in this many pytest-xdist worker processes (1: in the pytest process)
+TEST_WORKERS ?= 3
+XDIST := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup,-p no:xdist)
 
-.PHONY: help install demo dist wheel-demo test lint typecheck docs bench clean kafka kafka-fetch
+.PHONY: help install demo dist wheel-demo test soak lint typecheck docs bench clean kafka kafka-fetch
 
 help:
 	@echo "make install    .venv with claimgraph and every extra (and the native core when cargo is present)"
 	@echo "make demo       the main job: the first article's world on the embedded runtime"
 	@echo "make dist       the sdist and the wheel built from it (native core inside) into dist/, twine-checked"
 	@echo "make wheel-demo the built wheel in a fresh venv outside the repository: both demos on its native core"
-	@echo "make test       every test (lint, types and the docs build included)"
+	@echo "make test       every test (lint, types and the docs build included), in TEST_WORKERS=3 processes"
+	@echo "make soak       the long soaks (tests marked slow), which make test skips; CI runs both"
 	@echo "make lint       ruff check + ruff format --check + the import layers (lint-imports)"
 	@echo "make typecheck  mypy --strict on the package"
 	@echo "make docs       the docs site into site/ (mkdocs build --strict, offline)"
@@ -95,15 +99,22 @@ docs: $(STAMP)
 
 # Every test on the core a process loads (native when built; a stale build is reported, and
 # fails under CI=true), then the governor's behaviour suite (tests/cores.py) again on the
-# pure-Python core: both cores pass one suite.
+# pure-Python core: both cores pass one suite. Each pass runs in TEST_WORKERS pytest-xdist
+# processes (--dist loadgroup: the Kafka tests of one broker set share one worker,
+# tests/kafka_fixtures.py); TEST_WORKERS=1 runs in the pytest process (pdb, -x).
 test: $(STAMP) $(NATIVE_STAMP) lint typecheck docs
 	@$(BIN)/python -c 'from claimgraph import native; print(native.status())'
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 	@if $(BIN)/python -c 'import sys, claimgraph.native as n; sys.exit(not n.ACTIVE)'; then \
 	  echo "make: the behaviour suite again, on the pure-Python core (CLAIMGRAPH_PURE=1)"; \
-	  CLAIMGRAPH_PURE=1 $(BIN)/python -m pytest $(PYTEST_ARGS) -m "not kafka" \
+	  CLAIMGRAPH_PURE=1 $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS) -m "not kafka" \
 	    $$($(BIN)/python -m tests.cores); \
 	else echo "make: no native core loaded: the pass above ran the pure-Python core"; fi
+
+# The long soaks: tests marked slow, skipped by make test (minutes each, too long for every
+# run); CI runs them after make test.
+soak: $(STAMP) $(NATIVE_STAMP)
+	SLOW=1 $(BIN)/python -m pytest -p no:xdist $(PYTEST_ARGS) -m slow
 
 # The broker jars go to ~/.cache/claimgraph/kafka-<version>/libs; later runs are offline.
 kafka-fetch: $(STAMP)

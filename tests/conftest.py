@@ -18,10 +18,11 @@ pytest_plugins = ["tests.kafka_fixtures", "tests.http_fixtures"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``slow`` (long soaks) run only with ``SLOW=1`` (``make bench`` sets it)."""
+    """Tests marked ``slow`` (long soaks) run only with ``SLOW=1`` (``make soak``, which CI runs
+    after ``make test``)."""
     if os.environ.get("SLOW") == "1":
         return
-    skip = pytest.mark.skip(reason="a long soak: run with SLOW=1 (make bench does)")
+    skip = pytest.mark.skip(reason="a long soak: make soak runs it (CI does)")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)

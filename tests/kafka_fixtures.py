@@ -43,12 +43,14 @@ __all__ = [
     "ACL_USERS",
     "AUTHORIZER",
     "KAFKA_FIXTURES",
+    "KAFKA_GROUPS",
     "in_ci",
     "kafka_broker",
     "kafka_cluster",
     "kafka_cluster_session",
     "kafka_sasl_broker",
     "kafka_tls_broker",
+    "pytest_collection_finish",
     "pytest_collection_modifyitems",
 ]
 
@@ -106,12 +108,54 @@ def _unavailable(what: str, exc: BaseException) -> NoReturn:
     pytest.skip(reason.splitlines()[0])
 
 
+# xdist_group of a test by the brokers it uses: each set of brokers is started once, on the
+# one worker that runs its group (the first fixture of this order that a test uses names it)
+KAFKA_GROUPS = (
+    ("kafka_cluster", "kafka-cluster"),
+    ("kafka_cluster_session", "kafka-cluster"),
+    ("kafka_sasl_broker", "kafka-secure"),
+    ("kafka_tls_broker", "kafka-secure"),
+    ("kafka_broker", "kafka"),
+)
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m selects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses a Kafka fixture with ``kafka``."""
+    """Mark every test that uses a Kafka fixture with ``kafka`` and an ``xdist_group``.
+
+    Under pytest-xdist (``make test`` runs ``-n TEST_WORKERS --dist loadgroup``) a group runs
+    on one worker, so each set of brokers (the single node, the SASL and TLS nodes, the
+    three-node cluster) is started once in the session, not once per worker: on two cores each
+    worker's JVMs would cost more than the parallel run saves, and a test that restarts, kills
+    or stops a broker never pulls it from under another worker's test. The three groups run
+    beside each other and beside the rest; xdist hands out the largest groups first, so no
+    long group starts last and becomes the run's tail.
+    """
     for item in items:
-        if KAFKA_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        used = KAFKA_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if used:
             item.add_marker(pytest.mark.kafka)
+            group = next(name for fixture, name in KAFKA_GROUPS if fixture in used)
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``--dist loadgroup``, fail the run if xdist did not take the groups.
+
+    xdist sends a group to one worker by a ``@group`` suffix it writes into each node id; a
+    pytest that ignores the write (pytest-xdist#1386) spreads the Kafka tests over every
+    worker with no error, each starting its own brokers: slower, and a broker-restarting test
+    would no longer be the only test on its brokers.
+    """
+    if not getattr(session.config.option, "loadgroup", False):  # set on xdist workers only
+        return
+    for item in session.items:
+        if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid:
+            raise pytest.UsageError(
+                f"pytest-xdist did not group {item.nodeid} (--dist loadgroup): this pytest "
+                f"({pytest.__version__}) ignores xdist's group suffix (pytest-xdist#1386); "
+                "install the versions pyproject.toml pins (make install)"
+            )
 
 
 @pytest.fixture(scope="session")

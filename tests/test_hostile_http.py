@@ -8,6 +8,7 @@ as the app reads it — so "the server read at most N bytes" is counted, not ass
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -71,7 +72,10 @@ def _body(case: dict[str, Any], sent: Sent) -> tuple[Any, dict[str, str]]:
             headers["content-length"] = str(total)
 
         async def stream() -> AsyncIterator[bytes]:
-            for part in (prefix, *_fill(rep["fill"].encode(), rep["bytes"]), suffix):
+            # chained lazily: the 10 GB case makes each chunk only when the server asks for it
+            for part in itertools.chain(
+                (prefix,), _fill(rep["fill"].encode(), rep["bytes"]), (suffix,)
+            ):
                 sent.bytes += len(part)
                 yield part
 

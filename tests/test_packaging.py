@@ -92,7 +92,8 @@ def test_the_native_core_is_optional_unless_required() -> None:
 def test_makefile_and_ci_build_the_wheel_and_run_it_outside() -> None:
     """`make dist` requires the native core and twine-checks; `make wheel-demo` runs the
     wheel's demo through tools/wheel_demo.sh, which works in a temporary directory; CI runs
-    it with the native build required."""
+    it with the native build required, then the README's test command, then the soaks that
+    ``make test`` skips."""
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     dist = makefile.split("\ndist:", 1)[1].split("\n\n", 1)[0]
     assert "CLAIMGRAPH_BUILD_NATIVE=required" in dist and "-m build" in dist
@@ -103,7 +104,9 @@ def test_makefile_and_ci_build_the_wheel_and_run_it_outside() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "export CLAIMGRAPH_BUILD_NATIVE=required" in ci
     commands = [line for line in ci.splitlines() if line.startswith("make ")]
-    assert commands == ["make kafka-fetch", "make wheel-demo", "make test"], commands
+    assert commands == ["make kafka-fetch", "make wheel-demo", "make test", "make soak"], commands
+    soak = makefile.split("\nsoak:", 1)[1].split("\n\n", 1)[0]
+    assert "SLOW=1" in soak and "-m slow" in soak
     assert Path(ROOT / "tools" / "wheel_demo.sh").stat().st_mode & 0o111
 
 

@@ -10,7 +10,7 @@ field, bound, command type or policy widens the streams with no edit here.
 
 The property: one decision per command, no exception, no ``internal_error`` (a rule that
 failed), and a replay of the same bytes gives the same decisions. The short run is part of
-``make test``; ``-m slow`` (``SLOW=1``) runs the soak.
+``make test``; ``make soak`` (``SLOW=1 -m slow``) runs the soak, and CI does.
 """
 
 from __future__ import annotations
