@@ -279,7 +279,8 @@ def test_verify_of_a_digest_past_a_cut_log_is_an_integrity_error(tmp_path: Path)
 
 def test_stale_spill_directories_of_dead_processes_are_swept(tmp_path: Path) -> None:
     """A spill left by a killed process is removed when the next spill starts; one whose
-    RocksDB a live process holds, and this process's own, are kept."""
+    RocksDB a live process holds, one a live process is still creating (no lock taken yet:
+    two processes spilling at once failed an open on it) and this process's own are kept."""
     from rocksdict import Rdict
 
     from claimgraph.native import spill
@@ -296,8 +297,15 @@ def test_stale_spill_directories_of_dead_processes_are_swept(tmp_path: Path) -> 
         assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
         mine = tmp_path / f"claimgraph-state-{os.getpid()}-mine"
         mine.mkdir()
+        # a live process's spill being created: no LOCK yet, or a LOCK not yet taken
+        fresh = tmp_path / f"claimgraph-state-{holder.pid}-fresh"
+        fresh.mkdir()
+        opening = tmp_path / f"claimgraph-state-{holder.pid}-opening"
+        opening.mkdir()
+        (opening / "LOCK").touch()
         assert spill.sweep(str(tmp_path)) == [str(dead)]
         assert not dead.exists() and live.exists() and mine.exists()
+        assert fresh.exists() and opening.exists()
     finally:
         holder.communicate("")
 

@@ -105,13 +105,30 @@ _PREFIX = "claimgraph-state-"
 _OWNED = re.compile(rf"{_PREFIX}(\d+)-")
 
 
-def _abandoned(path: str) -> bool:
-    """Whether no process holds the RocksDB lock of the spill at ``path`` (its owner died).
+def _alive(pid: int) -> bool:
+    """Whether a process with this pid exists (in this pid namespace)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, another user's
+    return True
 
-    fcntl locks are per process, so a spill of this very process would look free: those are
-    never abandoned (the directory's name carries its owner's pid)."""
+
+def _abandoned(path: str) -> bool:
+    """Whether the spill at ``path`` is a dead process's: its owner (the pid in its name) is
+    gone and no process holds its RocksDB lock.
+
+    A live owner's spill is never abandoned, even with no lock held: between ``mkdtemp`` and
+    RocksDB taking its lock a new spill has no lock yet, and a sweep that removed it, or took
+    its lock for a moment to test it, failed its owner's open ("While lock file ...
+    Resource temporarily unavailable", seen with two processes spilling at once). The lock
+    decides only when the owner pid is not one this process can see (a dead process, or a
+    process in another pid namespace sharing the directory); fcntl locks are per process, so
+    this process's own spills are never tested by it."""
     m = _OWNED.match(os.path.basename(path))
-    if m is not None and int(m.group(1)) == os.getpid():
+    if m is not None and (int(m.group(1)) == os.getpid() or _alive(int(m.group(1)))):
         return False
     try:
         fd = os.open(os.path.join(path, "LOCK"), os.O_RDWR)
