@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 from rocksdict import BlockBasedOptions, Cache, Options, Rdict, WriteBatch, WriteOptions
 
+from claimgraph.procs import pid_alive
+
 __all__ = ["SpillConfig", "SpillDB", "configure", "configured", "sweep"]
 
 CHUNK_BITS = 16  # claims per chunk: 65,536
@@ -105,17 +107,6 @@ _PREFIX = "claimgraph-state-"
 _OWNED = re.compile(rf"{_PREFIX}(\d+)-")
 
 
-def _alive(pid: int) -> bool:
-    """Whether a process with this pid exists (in this pid namespace)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists, another user's
-    return True
-
-
 def _abandoned(path: str) -> bool:
     """Whether the spill at ``path`` is a dead process's: its owner (the pid in its name) is
     gone and no process holds its RocksDB lock.
@@ -128,7 +119,7 @@ def _abandoned(path: str) -> bool:
     process in another pid namespace sharing the directory); fcntl locks are per process, so
     this process's own spills are never tested by it."""
     m = _OWNED.match(os.path.basename(path))
-    if m is not None and (int(m.group(1)) == os.getpid() or _alive(int(m.group(1)))):
+    if m is not None and (int(m.group(1)) == os.getpid() or pid_alive(int(m.group(1)))):
         return False
     try:
         fd = os.open(os.path.join(path, "LOCK"), os.O_RDWR)

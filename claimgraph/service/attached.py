@@ -37,6 +37,7 @@ from claimgraph.core.wire import encode_command
 from claimgraph.errors import ConfigError, StorageError
 from claimgraph.logs.embedded import EmbeddedLogStore
 from claimgraph.logs.rocks import is_locked, named
+from claimgraph.procs import pid_alive
 from claimgraph.projections.checkpoints import CheckpointInfo
 from claimgraph.projections.pins import Pin
 from claimgraph.projections.projector import ProjectionStore
@@ -79,16 +80,6 @@ def _writer_wait() -> float:
         raise ConfigError("CLAIMGRAPH_WRITER_WAIT must be a number of seconds") from None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _sweep(readers: Path) -> None:
     """Remove the scratch directories of secondaries whose process is gone: ``PID@HOST.XXXX``
     of this host only (a pid means nothing in another container sharing the directory)."""
@@ -96,7 +87,7 @@ def _sweep(readers: Path) -> None:
     with contextlib.suppress(OSError):
         for d in readers.iterdir():
             pid, _, rest = d.name.partition("@")
-            if pid.isdigit() and rest.rpartition(".")[0] == here and not _pid_alive(int(pid)):
+            if pid.isdigit() and rest.rpartition(".")[0] == here and not pid_alive(int(pid)):
                 shutil.rmtree(d, ignore_errors=True)
 
 

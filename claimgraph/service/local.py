@@ -50,6 +50,7 @@ from typing import Any
 from claimgraph import errors
 from claimgraph.core.wire import decode_decision
 from claimgraph.errors import ClaimgraphError, ConfigError, InputError, LimitError, StorageError
+from claimgraph.procs import pid_alive
 from claimgraph.service.api import Receipt
 
 __all__ = [
@@ -175,13 +176,7 @@ class Announcement:
         when that cannot be told from here (a writer in another container or host)."""
         if self.host and self.host != socket.gethostname():
             return True
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # someone else's process has that pid now
-            return True
-        return True
+        return pid_alive(self.pid)
 
 
 def read_announcement(directory: Path) -> Announcement | None:
