@@ -1,10 +1,14 @@
-"""Write the typed read methods every graph and run offers, from the query catalogue.
+"""Write the typed read and write methods every graph and run offers, from the catalogues.
 
 Each read of :mod:`claimgraph.core.queries` becomes a typed method that calls the one read
 operation, ``read(name, **params)``: on graphs (sync and async) with ``at`` and ``timeout``
 where the read takes them, on runs (sync and async) for the reads a run traces, at its pinned
-version. The modules are checked in (so ``mypy --strict``, ``__all__`` and a reader see real
-signatures); ``tests/test_query_catalogue.py`` regenerates them and fails on any difference.
+version. Each write of :mod:`claimgraph.core.writes` becomes a typed method that calls the
+one write operation, ``write(name, **params)``: on graphs (sync and async) with the envelope
+(``agent``, ``task`` where the write takes it, ``command_id``), on runs for the writes a run
+offers (as the run's agent, in its run). The modules are checked in (so ``mypy --strict``,
+``__all__`` and a reader see real signatures); ``tests/test_query_catalogue.py`` and
+``tests/test_write_catalogue.py`` regenerate them and fail on any difference.
 
 Usage: .venv/bin/python tools/gen_reads.py [--check]
 """
@@ -16,12 +20,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from claimgraph.core.commands import Kind
+from claimgraph.core.commands import Domain, Kind
 from claimgraph.core.queries import QUERIES, Param, QuerySpec
+from claimgraph.core.writes import WRITES, WriteSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 SYNC = ROOT / "claimgraph" / "service" / "catalogue_reads.py"
 ASYNC = ROOT / "claimgraph" / "sdk" / "aio_reads.py"
+SYNC_WRITES = ROOT / "claimgraph" / "service" / "catalogue_writes.py"
+ASYNC_WRITES = ROOT / "claimgraph" / "sdk" / "aio_writes.py"
 
 _HEADER = '''"""{doc}
 
@@ -64,9 +71,14 @@ def annotation(p: Param) -> str:
         t = "Literal[" + ", ".join(f'"{v}"' for v in d.values) + "]"
     elif d.kind is Kind.LIST:
         t = "Sequence[str]"
+    elif d.kind is Kind.BYTES:
+        t = "bytes"
+    elif d.kind is Kind.MAP:
+        t = "dict[str, str]"
     else:
         t = "str"
-    return f"{t} | None" if d.nullable else t
+    nullable = d.nullable or p.default is None
+    return f"{t} | None" if nullable and not t.endswith("| None") else t
 
 
 def _default(value: object) -> str:
@@ -144,6 +156,121 @@ def render(aio: bool) -> str:
     return _format(text)
 
 
+_WRITES_HEADER = '''"""{doc}
+
+Generated from the write catalogue (:mod:`claimgraph.core.writes`) by ``tools/gen_reads.py``:
+do not edit; change the catalogue and regenerate (a test fails while they differ).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+if TYPE_CHECKING:
+    from claimgraph.service.api import NodeLike, Receipt
+
+__all__ = [{names}]
+
+_ = (Any, Literal, Sequence)  # the signatures below name them
+'''
+
+_ENVELOPE = (
+    Param("agent", Domain(Kind.ID, nullable=True), None),
+    Param("task", Domain(Kind.ID, nullable=True), None),
+)
+_COMMAND_ID = Param("command_id", Domain(Kind.ID, nullable=True), None)
+_IN_RUN = ("agent", "task", "run_id")  # what a run sets on its writes
+
+
+def _wrap(text: str) -> str:
+    """A docstring's text, wrapped to the line length at a method body's indentation."""
+    import textwrap
+
+    return textwrap.fill(
+        text, width=96, initial_indent="    " * 2, subsequent_indent="    " * 2
+    ).lstrip()
+
+
+def write_params(spec: WriteSpec, *, run: bool) -> tuple[Param, ...]:
+    """The parameters of a write's method: its own, then the envelope it takes."""
+    if run:
+        return (*tuple(p for p in spec.params if p.name not in _IN_RUN), _COMMAND_ID)
+    env = _ENVELOPE if spec.task else _ENVELOPE[:1]
+    lead = tuple(p for p in spec.params if p.positional)
+    rest = tuple(p for p in spec.params if not p.positional)
+    return lead + env + rest + (_COMMAND_ID,)
+
+
+def write_method(spec: WriteSpec, *, run: bool, aio: bool) -> str:
+    """One typed write: the catalogue's parameters, a call of ``write``."""
+    params = write_params(spec, run=run)
+    sig = "\n        ".join(_signature(params))
+    args = "".join(f"\n                {p.keyword}={p.keyword}," for p in params)
+    doc = _wrap(spec.summary)
+    if run:
+        tail = ", based on its pinned version unless given." if spec.command == "claim" else "."
+        doc += "\n\n" + _wrap("As the run's agent, in its task and run" + tail)
+    await_ = "await " if aio else ""
+    return (
+        f"    {'async ' if aio else ''}def {spec.name}(\n        {sig}\n    ) -> Receipt:\n"
+        f'        """{doc}"""\n'
+        f"        return cast(\n"
+        f'            "Receipt",\n'
+        f"            {await_}self.write(\n"
+        f'                "{spec.name}",{args}\n'
+        f"            ),\n"
+        f"        )\n"
+    )
+
+
+def _write_class(name: str, doc: str, specs: list[WriteSpec], *, run: bool, aio: bool) -> str:
+    write = (
+        f"    {'async ' if aio else ''}def write(self, name: str, /, **params: Any) -> Any:\n"
+        '        """The one write operation (the subclass answers it)."""\n'
+        "        raise NotImplementedError\n"
+    )
+    body = "\n".join([write, *(write_method(s, run=run, aio=aio) for s in specs)])
+    return f'\n\nclass {name}:\n    """{doc}"""\n\n{body}'
+
+
+def render_writes(aio: bool) -> str:
+    """The writes module's text, formatted as ``ruff format`` leaves it."""
+    specs = list(WRITES.values())
+    prefix = "Async" if aio else ""
+    graph, run = f"{prefix}CatalogueWrites", f"{prefix}RunWrites"
+    kind = "awaitable " if aio else ""
+    text = _WRITES_HEADER.format(
+        doc=f"Every catalogued write as a typed {kind}method over ``write``, for graphs and runs.",
+        names=f'"{graph}", "{run}"',
+    )
+    text += _write_class(
+        graph,
+        f"Each write of the catalogue as a typed {kind}method: ``write(name, ...)``.",
+        specs,
+        run=False,
+        aio=aio,
+    )
+    text += _write_class(
+        run,
+        f"Each write a run offers as a typed {kind}method, as the run's agent in its run.",
+        [s for s in specs if s.run],
+        run=True,
+        aio=aio,
+    )
+    return _format(text)
+
+
+def modules() -> list[tuple[Path, str]]:
+    """Every generated module and its text."""
+    return [
+        (SYNC, render(False)),
+        (ASYNC, render(True)),
+        (SYNC_WRITES, render_writes(False)),
+        (ASYNC_WRITES, render_writes(True)),
+    ]
+
+
 def _format(text: str) -> str:
     ruff = Path(sys.executable).parent / "ruff"
     done = subprocess.run(
@@ -162,8 +289,7 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="fail if a module is not current")
     args = ap.parse_args()
     stale = []
-    for path, aio in ((SYNC, False), (ASYNC, True)):
-        text = render(aio)
+    for path, text in modules():
         if path.exists() and path.read_text(encoding="utf-8") == text:
             continue
         if args.check:

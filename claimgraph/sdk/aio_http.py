@@ -59,24 +59,6 @@ class _Builder(GraphWrites):
         )
 
 
-_WRITES = frozenset(
-    (
-        "claim",
-        "retract",
-        "resolve",
-        "escalate",
-        "read_blocked",
-        "publish_schema",
-        "grant",
-        "revoke",
-        "register_key",
-        "revoke_key",
-        "erase",
-        "upgrade_rules",
-    )
-)
-
-
 class AsyncHttpGraph(AsyncGraph):
     """A graph behind the HTTP API, over an ``httpx.AsyncClient``."""
 
@@ -125,10 +107,13 @@ class AsyncHttpGraph(AsyncGraph):
         return receipt
 
     async def _call(self, method: str, *args: Any, **kw: Any) -> Any:
-        if method in _WRITES:
-            command = cast(Command, getattr(self._builder, method)(*args, **kw))
-            return await self._post_command(command)
-        raise NotImplementedError(method)  # every read is a method of its own below
+        raise NotImplementedError(method)  # every read and write is a method of its own below
+
+    async def write(self, name: str, /, **params: Any) -> Receipt:
+        """Any write of the write catalogue: built as the sync writers build it, posted to
+        its command's route."""
+        command = cast(Command, self._builder.write(name, **params))
+        return await self._post_command(command)
 
     async def submit(
         self, commands: Sequence[Command | bytes], batch: int = BATCH

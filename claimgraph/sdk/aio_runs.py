@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from claimgraph.errors import InputError, UnknownSlotError
 from claimgraph.projections.reader import EdgeView
 from claimgraph.sdk.aio_reads import AsyncRunReads
-from claimgraph.service.api import NodeLike, Receipt
+from claimgraph.sdk.aio_writes import AsyncRunWrites
+from claimgraph.service.api import Receipt
 from claimgraph.service.queries import PathsResult, ReachResult
 from claimgraph.service.reads import EdgeRef, edge_refs
 from claimgraph.service.runs import Snapshot
 from claimgraph.service.traces import READS_REVISION, digest, jsonable, trace_args, traced_read
+from claimgraph.service.writes import spec_of
 
 if TYPE_CHECKING:
     from claimgraph.sdk.aio import AsyncGraph
@@ -36,7 +38,7 @@ T = TypeVar("T")
 Walk = Literal["out", "in", "both"]
 
 
-class AsyncRun(AsyncRunReads):
+class AsyncRun(AsyncRunReads, AsyncRunWrites):
     """A run over an :class:`AsyncGraph`: the sync :class:`~claimgraph.service.runs.Run`'s
     trace, reads and writes, awaited (``async with graph.run(...) as run:``)."""
 
@@ -208,101 +210,18 @@ class AsyncRun(AsyncRunReads):
         await self.flush()
         return receipt
 
-    async def claim(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        polarity: str = "assert",
-        confidence: float = 1.0,
-        evidence: Sequence[str] = (),
-        reasoning: str = "",
-        asserted_at: int | str | None = None,
-        based_on_version: int | None = None,
-        properties: dict[str, str] | None = None,
-        command_id: str | None = None,
-    ) -> Receipt:
-        """A claim by the run's agent in its task, based on the pinned version."""
-        r = await self.graph.claim(
-            edge_type,
-            subject,
-            obj,
-            agent=self.agent,
-            task=self.task,
-            run_id=self.run_id,
-            polarity=polarity,
-            confidence=confidence,
-            evidence=evidence,
-            reasoning=reasoning,
-            asserted_at=asserted_at,
-            properties=properties,
-            command_id=command_id,
-            based_on_version=self.version if based_on_version is None else based_on_version,
-        )
-        return await self._wrote(r)
-
-    async def assert_(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        confidence: float = 1.0,
-        evidence: Sequence[str] = (),
-        reasoning: str = "",
-        asserted_at: int | str | None = None,
-        based_on_version: int | None = None,
-        properties: dict[str, str] | None = None,
-        command_id: str | None = None,
-    ) -> Receipt:
-        """Assert an edge within the run."""
-        return await self.claim(
-            edge_type,
-            subject,
-            obj,
-            polarity="assert",
-            confidence=confidence,
-            evidence=evidence,
-            reasoning=reasoning,
-            asserted_at=asserted_at,
-            based_on_version=based_on_version,
-            properties=properties,
-            command_id=command_id,
-        )
-
-    async def deny(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        confidence: float = 1.0,
-        evidence: Sequence[str] = (),
-        reasoning: str = "",
-        asserted_at: int | str | None = None,
-        based_on_version: int | None = None,
-        properties: dict[str, str] | None = None,
-        command_id: str | None = None,
-    ) -> Receipt:
-        """Deny an edge within the run."""
-        return await self.claim(
-            edge_type,
-            subject,
-            obj,
-            polarity="deny",
-            confidence=confidence,
-            evidence=evidence,
-            reasoning=reasoning,
-            asserted_at=asserted_at,
-            based_on_version=based_on_version,
-            properties=properties,
-            command_id=command_id,
-        )
-
-    async def retract(self, claim_id: str, *, reason: str = "") -> Receipt:
-        """Retract one of the agent's claims within the run."""
-        r = await self.graph.retract(
-            claim_id, agent=self.agent, task=self.task, reason=reason, run_id=self.run_id
+    async def write(self, name: str, /, **params: Any) -> Receipt:
+        """A write of the catalogue a run offers, by name: as the run's agent in its task and
+        run, a claim based on the pinned version unless given (as a sync run's)."""
+        spec = spec_of(name)
+        if not spec.run:
+            raise InputError(f"a run does not send {name}: write it on the graph")
+        for k in ("agent", "task", "run_id"):
+            if k in params:
+                raise InputError(f"a run's writes are its own: {k} is the run's")
+        if spec.command == "claim" and params.get("based_on_version") is None:
+            params["based_on_version"] = self.version
+        r = await self.graph.write(
+            name, agent=self.agent, task=self.task, run_id=self.run_id, **params
         )
         return await self._wrote(r)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from claimgraph.errors import ConfigError, InputError, RunNotFound
 from claimgraph.service.api import GraphWrites
 from claimgraph.service.catalogue_reads import RunReads
+from claimgraph.service.catalogue_writes import RunWrites
 from claimgraph.service.traces import (
     READS_REVISION,
     ReplayReport,
@@ -36,6 +37,7 @@ from claimgraph.service.traces import (
     trace_args,
     traced_read,
 )
+from claimgraph.service.writes import fields_of, spec_of, split_params
 
 if TYPE_CHECKING:
     from claimgraph.core.model import Command
@@ -160,7 +162,7 @@ def pins_of(graph: object) -> RunPins | None:
     return registry if isinstance(registry, RunPins) else None
 
 
-class Run(RunReads):
+class Run(RunReads, RunWrites):
     """A pinned version, reads served at it, and the trace of what was read and written.
 
     Typed against the narrow :class:`~claimgraph.service.port.GraphPort`: its reads go
@@ -318,72 +320,43 @@ class Run(RunReads):
         self.flush()
         return receipt
 
-    def claim(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        polarity: str = "assert",
-        confidence: float = 1.0,
-        evidence: Sequence[str] = (),
-        reasoning: str = "",
-        asserted_at: int | str | None = None,
-        based_on_version: int | None = None,
-        properties: dict[str, str] | None = None,
-        command_id: str | None = None,
-    ) -> Receipt:
-        """A claim by the run's agent in its task, ``based_on_version`` = the pinned version
-        unless given."""
-        r = self._writer.claim(
-            edge_type,
-            subject,
-            obj,
-            agent=self.agent,
-            task=self.task,
-            run_id=self.run_id,
-            polarity=polarity,
-            confidence=confidence,
-            evidence=evidence,
-            reasoning=reasoning,
-            asserted_at=asserted_at,
-            properties=properties,
-            command_id=command_id,
-            based_on_version=self.version if based_on_version is None else based_on_version,
-        )
+    def write(self, name: str, /, **params: Any) -> Receipt:
+        """A write of the catalogue a run offers (claim, assert_, deny, retract), by name:
+        as the run's agent in its task and run; a claim is based on the pinned version unless
+        ``based_on_version`` is given. Recorded in the trace."""
+        spec = spec_of(name)
+        if not spec.run:
+            raise InputError(f"a run does not send {name}: write it on the graph")
+        for k in ("agent", "task", "run_id"):
+            if k in params:
+                raise InputError(f"a run's writes are its own: {k} is the run's")
+        if spec.command == "claim" and params.get("based_on_version") is None:
+            params["based_on_version"] = self.version
+        r = self._writer.write(name, agent=self.agent, task=self.task, run_id=self.run_id, **params)
         return self._wrote(r)
 
     def claim_many(self, claims: Sequence[dict[str, Any]]) -> list[Receipt]:
         """Several claims by the run's agent, submitted together: one synced write embedded,
         one ``POST /v1/commands`` per batch over HTTP. Each item takes the keyword arguments
         of :meth:`claim` plus ``edge_type``, ``subject`` and ``object``; receipts in order."""
-        from claimgraph.service.api import node
-        from claimgraph.service.inputs import now_millis, require_domain, to_millis
+        from claimgraph.service.inputs import require_domain
 
-        g, signer = self.graph, self._writer.signer
+        g, signer, spec = self.graph, self._writer.signer, spec_of("claim")
         commands: list[Any] = []
         for c in claims:
-            (st, si), (ot, oi) = node(c["subject"]), node(c["object"])
-            at, based = c.get("asserted_at"), c.get("based_on_version")
+            params = {("obj" if k == "object" else k): v for k, v in c.items()}
+            if params.get("based_on_version") is None:
+                params["based_on_version"] = self.version
+            for k in ("agent", "task", "run_id"):
+                params.pop(k, None)  # the run's
+            _, _, command_id, own = split_params(spec, params)
             command = {
                 "type": "claim",
-                "command_id": c.get("command_id") or str(uuid.uuid4()),
+                "command_id": command_id or str(uuid.uuid4()),
                 "graph": g.name,
                 "agent": self.agent,
                 "task": self.task,
-                "run_id": self.run_id,
-                "edge_type": c["edge_type"],
-                "subject_type": st,
-                "subject_id": si,
-                "object_type": ot,
-                "object_id": oi,
-                "polarity": c.get("polarity", "assert"),
-                "confidence": float(c.get("confidence", 1.0)),
-                "evidence": list(c.get("evidence") or ()),
-                "reasoning": c.get("reasoning", ""),
-                "asserted_at": now_millis() if at is None else to_millis(at),
-                "based_on_version": self.version if based is None else based,
-                "properties": dict(c.get("properties") or {}),
+                **fields_of(spec, {**own, "run_id": self.run_id}),
             }
             require_domain(command)  # type: ignore[arg-type]
             commands.append(command if signer is None else signer.sign(command))  # type: ignore[arg-type]
@@ -402,71 +375,6 @@ class Run(RunReads):
             )
         self.flush()
         return receipts
-
-    def assert_(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        confidence: float = 1.0,
-        evidence: Sequence[str] = (),
-        reasoning: str = "",
-        asserted_at: int | str | None = None,
-        based_on_version: int | None = None,
-        properties: dict[str, str] | None = None,
-        command_id: str | None = None,
-    ) -> Receipt:
-        """Assert an edge within the run (see :meth:`claim`)."""
-        return self.claim(
-            edge_type,
-            subject,
-            obj,
-            polarity="assert",
-            confidence=confidence,
-            evidence=evidence,
-            reasoning=reasoning,
-            asserted_at=asserted_at,
-            based_on_version=based_on_version,
-            properties=properties,
-            command_id=command_id,
-        )
-
-    def deny(
-        self,
-        edge_type: str,
-        subject: NodeLike,
-        obj: NodeLike,
-        *,
-        confidence: float = 1.0,
-        evidence: Sequence[str] = (),
-        reasoning: str = "",
-        asserted_at: int | str | None = None,
-        based_on_version: int | None = None,
-        properties: dict[str, str] | None = None,
-        command_id: str | None = None,
-    ) -> Receipt:
-        """Deny an edge within the run (see :meth:`claim`)."""
-        return self.claim(
-            edge_type,
-            subject,
-            obj,
-            polarity="deny",
-            confidence=confidence,
-            evidence=evidence,
-            reasoning=reasoning,
-            asserted_at=asserted_at,
-            based_on_version=based_on_version,
-            properties=properties,
-            command_id=command_id,
-        )
-
-    def retract(self, claim_id: str, *, reason: str = "") -> Receipt:
-        """Retract one of the agent's claims within the run."""
-        r = self._writer.retract(
-            claim_id, agent=self.agent, task=self.task, reason=reason, run_id=self.run_id
-        )
-        return self._wrote(r)
 
 
 class _Submits(GraphWrites):
