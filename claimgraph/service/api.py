@@ -13,19 +13,16 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from claimgraph.core.commands import cut
 from claimgraph.core.model import Command, Decision
 from claimgraph.errors import InputError
 from claimgraph.service.catalogue_writes import CatalogueWrites
 from claimgraph.service.inputs import require_domain
-from claimgraph.service.writes import fields_of, spec_of, split_params
+from claimgraph.service.writes import NodeLike, fields_of, node, spec_of, split_params
 
 if TYPE_CHECKING:
     from claimgraph.service.signers import Signer
 
 __all__ = ["GraphWrites", "NodeLike", "Receipt", "TickerWrites", "node"]
-
-NodeLike = tuple[str, str] | str
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,19 +51,6 @@ class Receipt:
         d = dict(self.decision)
         d["version"] = self.version
         return d
-
-
-def node(n: NodeLike) -> tuple[str, str]:
-    """``"type:id"`` or ``(type, id)`` → ``(type, id)``."""
-    if isinstance(n, tuple):
-        return n
-    t, sep, i = n.partition(":")
-    if not sep or not t or not i:
-        raise InputError(f"{cut(n)} is not a node: expected 'type:id', e.g. service:checkout")
-    return t, i  # sizes and characters are the governor's to judge (a recorded rejection)
-
-
-_node = node
 
 
 class GraphWrites(CatalogueWrites):
