@@ -24,7 +24,7 @@ from claimgraph.projections.reader import (
     ProjectionReader,
     SlotView,
 )
-from claimgraph.service.api import NodeLike, Receipt, _node
+from claimgraph.service.api import NodeLike, Receipt
 from claimgraph.service.catalogue_reads import CatalogueReads
 from claimgraph.service.queries import (
     PathsResult,
@@ -33,6 +33,7 @@ from claimgraph.service.queries import (
     find_reach,
     keep_neighbor,
 )
+from claimgraph.service.writes import node as _node
 
 __all__ = ["BlockedReads", "Browsable", "EdgeRef", "GraphReads", "catalogued", "edge_refs"]
 
