@@ -21,10 +21,11 @@ from tests.conftest import ROOT
 @pytest.mark.parametrize("cls", [GraphAPI, Graph, HttpGraph, Run, AsyncGraph, AsyncRun])
 def test_no_public_method_takes_var_keywords(cls: type) -> None:
     """Every public method names its parameters (a generator can list them); the one read
-    operation ``read(name, **params)`` is the exception: the query catalogue lists each
-    read's parameters, and the typed methods generated from it name them."""
+    operation ``read(name, **params)`` and the one write operation ``write(name, **params)``
+    are the exceptions: the query and write catalogues list each one's parameters, and the
+    typed methods generated from them name them."""
     for name, fn in inspect.getmembers(cls, inspect.isfunction):
-        if name.startswith("_") or name == "read":
+        if name.startswith("_") or name in ("read", "write"):
             continue
         kinds = {p.kind for p in inspect.signature(fn).parameters.values()}
         assert inspect.Parameter.VAR_KEYWORD not in kinds, f"{cls.__name__}.{name}"

@@ -190,7 +190,7 @@ _SPECS = (
         "Hand a conflict to a person (a resolver's move): it stays quarantined, escalated.",
         (
             _f("escalate", "conflict_id", doc="The conflict_id a read returned.", positional=True),
-            _f("escalate", "reason", doc="What is blocked and why it matters."),
+            _f("escalate", "reason", "", "What is blocked and why it matters."),
             _f("escalate", "resolver", "human", "Who is to decide."),
         ),
         task=False,

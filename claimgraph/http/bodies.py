@@ -9,17 +9,19 @@ of this runs.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union, cast
 
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from claimgraph.core.commands import I64
+from claimgraph.core.commands import I64, Kind
 from claimgraph.core.model import LIMITS
+from claimgraph.core.queries import REQUIRED, Param
+from claimgraph.core.writes import WRITES, WriteSpec
 from claimgraph.http.problems import PROBLEM
-from claimgraph.service.api import node
-from claimgraph.service.inputs import declared, now_millis
+from claimgraph.service.inputs import declared
 from claimgraph.service.limits import RUN_EVENT_PAYLOAD
+from claimgraph.service.writes import fields_of
 
 __all__ = [
     "BATCH_ITEMS",
@@ -100,77 +102,11 @@ class In(BaseModel):
     task: str = Field("", max_length=LIMITS["id"])
     command_id: Id | None = None
 
+    write: ClassVar[str] = ""  # the write of the catalogue this is the body of
+
     def fields(self) -> dict[str, Any]:
         """The command's fields after the envelope, as the wire record has them."""
-        return self.model_dump(exclude={"agent", "task", "command_id"})
-
-
-class ClaimIn(In):
-    edge_type: Id
-    subject: Id = Field(description="'type:id'")
-    object: Id = Field(description="'type:id'")
-    polarity: Literal["assert", "deny"] = "assert"
-    confidence: float = Field(1.0, ge=0.0, le=1.0, allow_inf_nan=False)
-    evidence: list[Annotated[str, Field(max_length=LIMITS["evidence_item"])]] = Field(
-        default_factory=list, max_length=LIMITS["evidence_items"]
-    )
-    reasoning: Text = ""
-    asserted_at: Annotated[int, declared("claim", "asserted_at")] | None = None
-    based_on_version: Version | None = None
-    properties: dict[Id, Annotated[str, Field(max_length=LIMITS["property_value"])]] = Field(
-        default_factory=dict, max_length=LIMITS["properties"]
-    )
-    run_id: Id | None = None
-
-    def fields(self) -> dict[str, Any]:
-        (st, si), (ot, oi) = node(self.subject), node(self.object)
-        return {
-            "run_id": self.run_id,
-            "edge_type": self.edge_type,
-            "subject_type": st,
-            "subject_id": si,
-            "object_type": ot,
-            "object_id": oi,
-            "polarity": self.polarity,
-            "confidence": self.confidence,
-            "evidence": self.evidence,
-            "reasoning": self.reasoning,
-            "asserted_at": now_millis() if self.asserted_at is None else self.asserted_at,
-            "based_on_version": self.based_on_version,
-            "properties": self.properties,
-        }
-
-
-class RetractIn(In):
-    claim_id: Id
-    reason: Text = ""
-    run_id: Id | None = None
-
-    def fields(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "claim_id": self.claim_id, "reason": self.reason}
-
-
-class ResolveIn(In):
-    conflict_id: Id
-    winner: Id | None = Field(None, description="The winning claim id; null rejects every claim.")
-    resolver: Id = "human"
-    rationale: Text = ""
-    inputs: Annotated[str, declared("resolve", "inputs")] = Field(
-        "", description="JSON: what the resolver saw and decided on."
-    )
-
-
-class EscalateIn(In):
-    conflict_id: Id
-    reason: Annotated[str, declared("escalate", "reason")] = ""
-    resolver: Id = "human"
-
-
-class ReadBlockedIn(In):
-    conflict_id: Id
-    count: Annotated[int, declared("read_blocked", "count")] = 1
-    run_id: Id | None = None
-    pinned_version: Version = Field(-1, description="The reporting run's pinned version.")
+        raise NotImplementedError
 
 
 class WhatIfIn(BaseModel):
@@ -199,9 +135,91 @@ class WhatIfIn(BaseModel):
     first: int = Field(20, ge=0, le=1000, description="Entries listed per category.")
 
 
-class SchemaIn(In):
-    document: Annotated[str, declared("publish_schema", "document")]
-    source: Annotated[str, declared("publish_schema", "source")] = "<http>"
+# -- the command bodies, derived from the write catalogue (core.writes) ---------------------
+
+# What a parameter defaults to over HTTP when not the catalogue's: where a schema came from.
+_HTTP_DEFAULTS = {("publish_schema", "source"): "<http>"}
+
+
+def _body_field(spec: WriteSpec, p: Param) -> tuple[Any, Any]:
+    """A write parameter as a body field: its JSON type and the command field's bounds."""
+    d = p.domain
+    doc: dict[str, Any] = {"description": p.doc} if p.doc else {}
+    t: Any
+    if p.node:
+        t = Annotated[str, Field(min_length=1, max_length=LIMITS["id"], **doc)]
+    elif d.kind is Kind.ENUM:
+        t = Annotated[Literal[tuple(d.values)], Field(**doc)]
+    elif d.kind is Kind.LIST:
+        assert d.item is not None
+        item = Annotated[str, Field(max_length=d.item.size)]
+        t = Annotated[list[item], Field(max_length=d.size, **doc)]
+    elif d.kind is Kind.MAP:
+        assert d.item is not None
+        value = Annotated[str, Field(max_length=d.item.size)]
+        t = Annotated[dict[Id, value], Field(max_length=d.size, **doc)]
+    elif d.kind is Kind.BYTES:
+        hexes = 2 * (d.size or 0)
+        t = Annotated[str, Field(pattern=f"^[0-9a-fA-F]{{{hexes}}}$", **doc)]
+    else:
+        base = {Kind.INT: int, Kind.TIME: int, Kind.FLOAT: float}.get(d.kind, str)
+        t = Annotated[base, declared(spec.command, p.name, **doc)]
+    default = _HTTP_DEFAULTS.get((spec.command, p.name), p.default)
+    if default is None or d.nullable:
+        t = t | None
+    if default is REQUIRED:
+        return t, ...
+    if isinstance(default, tuple):  # a sequence's default: an empty list
+        return t, Field(default_factory=list)
+    if d.kind is Kind.MAP and default is None:
+        return t, Field(default_factory=dict)
+    return t, default
+
+
+def _fields(self: In) -> dict[str, Any]:
+    """The command's fields after the envelope, built from the body by the one builder."""
+    spec = WRITES[type(self).write]
+    values = self.model_dump(exclude={"agent", "task", "command_id", "type"})
+    values = {spec.param(k).keyword: v for k, v in values.items() if k in _PARAMS[spec.name]}
+    for p in spec.params:
+        if p.domain.kind is Kind.BYTES and isinstance(values.get(p.keyword), str):
+            values[p.keyword] = bytes.fromhex(values[p.keyword])
+    return fields_of(spec, values)
+
+
+_PARAMS = {s.name: {p.name for p in s.params} for s in WRITES.values()}
+
+
+def _body(spec: WriteSpec, base: type[In] = In) -> type[In]:
+    """The body of ``spec``'s command route: its parameters by their catalogue names."""
+    name = "".join(w.title() for w in spec.command.split("_")) + "In"
+    fields = {p.name: _body_field(spec, p) for p in spec.params}
+    model = create_model(name, __base__=base, __doc__=spec.summary, **fields)  # type: ignore[call-overload]
+    model.write = spec.name
+    model.fields = _fields
+    return cast("type[In]", model)
+
+
+_DERIVED = {s.command: _body(s) for s in WRITES.values() if s.body}
+ClaimIn = _DERIVED["claim"]
+RetractIn = _DERIVED["retract"]
+ResolveIn = _DERIVED["resolve"]
+EscalateIn = _DERIVED["escalate"]
+ReadBlockedIn = _DERIVED["read_blocked"]
+GrantIn = _DERIVED["grant"]
+RevokeIn = _DERIVED["revoke"]
+RegisterKeyIn = _DERIVED["register_key"]
+RevokeKeyIn = _DERIVED["revoke_key"]
+EraseIn = _DERIVED["erase"]
+UpgradeRulesIn = _DERIVED["upgrade_rules"]
+
+
+_PublishSchemaIn: Any = _DERIVED["publish_schema"]
+
+
+class SchemaIn(_PublishSchemaIn):  # type: ignore[misc]
+    """A schema to publish, or (``dry_run``) to try against the logged commands."""
+
     dry_run: bool = Field(
         False,
         description="Publish nothing: answer what the schema would have decided of the "
@@ -209,65 +227,10 @@ class SchemaIn(In):
     )
     what_if: WhatIfIn | None = Field(None, description="The what-if's range (with dry_run).")
 
-    def fields(self) -> dict[str, Any]:
-        return {"document": self.document, "source": self.source}
 
-
-class GrantIn(In):
-    grantee_agent: Id
-    edge_type: Id
-    grantee_task: Id = "*"
-    expires_at: Annotated[int, declared("grant", "expires_at")] | None = None
-
-
-class RevokeIn(In):
-    grant_id: Id
-
-
-class RegisterKeyIn(In):
-    key_id: Id
-    key_agent: Id
-    public_key: str = Field(pattern="^[0-9a-fA-F]{64}$", description="Raw Ed25519 key, hex.")
-
-    def fields(self) -> dict[str, Any]:
-        return {
-            "key_id": self.key_id,
-            "key_agent": self.key_agent,
-            "public_key": bytes.fromhex(self.public_key),
-        }
-
-
-class RevokeKeyIn(In):
-    key_id: Id
-
-
-class EraseIn(In):
-    claim_id: Id
-    reason: Annotated[str, declared("erase", "reason")]
-
-
-class UpgradeRulesIn(In):
-    to: Annotated[int, declared("upgrade_rules", "to")] = Field(
-        description="The rules revision to take effect."
-    )
-
-
-# The body of each client command's route, keyed by command type (tested complete against
-# the catalogue, claimgraph.core.commands).
-BODIES: dict[str, type[In]] = {
-    "claim": ClaimIn,
-    "retract": RetractIn,
-    "resolve": ResolveIn,
-    "escalate": EscalateIn,
-    "read_blocked": ReadBlockedIn,
-    "publish_schema": SchemaIn,
-    "grant": GrantIn,
-    "revoke": RevokeIn,
-    "register_key": RegisterKeyIn,
-    "revoke_key": RevokeKeyIn,
-    "erase": EraseIn,
-    "upgrade_rules": UpgradeRulesIn,
-}
+# The body of each client command's route, keyed by command type (derived from the write
+# catalogue; tested complete against the command catalogue, claimgraph.core.commands).
+BODIES: dict[str, type[In]] = {**_DERIVED, "publish_schema": SchemaIn}
 
 
 BATCH_PER_REQUEST = 10_000  # the model's hard bound; HttpLimits.max_batch is lower

@@ -199,7 +199,7 @@ class CatalogueWrites:
         conflict_id: str,
         *,
         agent: str | None = None,
-        reason: str,
+        reason: str = "",
         resolver: str = "human",
         command_id: str | None = None,
     ) -> Receipt:
