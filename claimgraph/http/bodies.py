@@ -105,8 +105,16 @@ class In(BaseModel):
     write: ClassVar[str] = ""  # the write of the catalogue this is the body of
 
     def fields(self) -> dict[str, Any]:
-        """The command's fields after the envelope, as the wire record has them."""
-        raise NotImplementedError
+        """The command's fields after the envelope, as the wire record has them: the body's
+        parameters (by their catalogue names) through the one builder."""
+        spec = WRITES[self.write]
+        values = {
+            spec.param(k).keyword: v for k, v in self.model_dump(include=_PARAMS[spec.name]).items()
+        }
+        for p in spec.params:
+            if p.domain.kind is Kind.BYTES and isinstance(values.get(p.keyword), str):
+                values[p.keyword] = bytes.fromhex(values[p.keyword])
+        return fields_of(spec, values)
 
 
 class WhatIfIn(BaseModel):
@@ -176,17 +184,6 @@ def _body_field(spec: WriteSpec, p: Param) -> tuple[Any, Any]:
     return t, default
 
 
-def _fields(self: In) -> dict[str, Any]:
-    """The command's fields after the envelope, built from the body by the one builder."""
-    spec = WRITES[type(self).write]
-    values = self.model_dump(exclude={"agent", "task", "command_id", "type"})
-    values = {spec.param(k).keyword: v for k, v in values.items() if k in _PARAMS[spec.name]}
-    for p in spec.params:
-        if p.domain.kind is Kind.BYTES and isinstance(values.get(p.keyword), str):
-            values[p.keyword] = bytes.fromhex(values[p.keyword])
-    return fields_of(spec, values)
-
-
 _PARAMS = {s.name: {p.name for p in s.params} for s in WRITES.values()}
 
 
@@ -196,7 +193,6 @@ def _body(spec: WriteSpec, base: type[In] = In) -> type[In]:
     fields = {p.name: _body_field(spec, p) for p in spec.params}
     model = create_model(name, __base__=base, __doc__=spec.summary, **fields)  # type: ignore[call-overload]
     model.write = spec.name
-    model.fields = _fields
     return cast("type[In]", model)
 
 
