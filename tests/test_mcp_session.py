@@ -30,7 +30,10 @@ def test_calls_renew_the_pin_and_start_run_moves_it(
     s.read_edge("depends_on", "service:a", "service:b")
     (renewed,) = [p for p in graph.pins.live() if p.owner == run.run_id]
     assert renewed.expires_at > pin.expires_at
-    w = s.claim("assert", "depends_on", "service:a", "service:b", 0.9, ["x"], "seen")
+    w = s.write(
+        "assert_",
+        {"edge_type": "depends_on", "subject": "service:a", "obj": "service:b", "confidence": 0.9},
+    )
     assert w["decision"] == "accepted"
     fresh = s.start_run()
     assert fresh["pinned_version"] == w["version"] and fresh["run_id"] != run.run_id
@@ -50,7 +53,7 @@ def test_refusals_are_recorded(graph: Graph) -> None:
     s = AgentSession.over(graph, ident)
     r1 = s.start_run(task="deploy")
     assert (r1["decision"], r1["reason"]) == ("refused", "task_not_allowed")
-    r2 = s.escalate("cf:x", "please")
+    r2 = s.write("escalate", {"conflict_id": "cf:x", "reason": "please"})
     assert (r2["decision"], r2["reason"]) == ("refused", "not_resolver")
     got: list[Any] = [d for _, d in graph.decisions(0, 20) if d["command_type"] == "refused"]
     assert [(d["agent"], d["reason"], d["kind"]) for d in got] == [
@@ -60,7 +63,7 @@ def test_refusals_are_recorded(graph: Graph) -> None:
     assert s.start_run(task="audit-1")["task"] == "audit-1"
     # the local owner's mode is not checked here: the governor judges the write
     owner = AgentSession.over(graph, Identity("intern", how="local-owner"))
-    w = owner.claim("assert", "owns", "service:a", "database:d", 1.0, [], "")
+    w = owner.write("assert_", {"edge_type": "owns", "subject": "service:a", "obj": "database:d"})
     assert (w["decision"], w["reason"]) == ("rejected", "unauthorized")
 
 

@@ -101,7 +101,7 @@ _CLAIM_PARAMS = (
     _node("claim", "subject", "The subject node, 'type:id' (e.g. 'service:checkout')."),
     _node("claim", "object", "The object node, 'type:id'.", py="obj"),
     _f("claim", "polarity", "assert", "assert: the edge holds; deny: it does not."),
-    _f("claim", "confidence", 1.0, "How sure the writer is, 0..1 (be calibrated)."),
+    _f("claim", "confidence", 1.0, "How sure you are, 0..1 (be calibrated)."),
     _f(
         "claim",
         "evidence",
@@ -109,20 +109,20 @@ _CLAIM_PARAMS = (
         "Where this comes from: data sources, ticket or log ids, URLs.",
         annotation=_SEQ,
     ),
-    _f("claim", "reasoning", "", "Why the writer claims this, in a sentence or two."),
+    _f("claim", "reasoning", "", "Why you claim this, in a sentence or two."),
     _f(
         "claim",
         "asserted_at",
         None,
-        "When the writer observed it: ms since the epoch or ISO 8601 (default: now).",
+        "When you observed it: ms since the epoch or ISO 8601 (default: now).",
         annotation=_TIME,
     ),
     _f(
         "claim",
         "based_on_version",
         None,
-        "The version the claim is based on (the 'version' of the read acted on); in a run, "
-        "its pinned version unless given.",
+        "The version your claim is based on (the 'version' of the read you acted on); in a "
+        "run, its pinned version unless given.",
     ),
     _f(
         "claim",

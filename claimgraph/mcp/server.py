@@ -3,8 +3,10 @@
 Each tool's description is written for a model: what it does, what comes back, what to do when
 the answer is ``unknown``. The parameters are typed and described (``Annotated`` with pydantic
 ``Field``), so the SDK derives each tool's JSON schema from its signature — and so does
-``claimgraph tools`` (:mod:`claimgraph.mcp.toolspec`). Write tools take their summaries from
-the command catalogue (:mod:`claimgraph.core.commands`).
+``claimgraph tools`` (:mod:`claimgraph.mcp.toolspec`). The read and write tools are made from
+the query and write catalogues (:mod:`claimgraph.core.queries`, :mod:`claimgraph.core.writes`):
+their parameters, types, bounds and defaults are declared there once; only what a model is told
+of each tool (``READ_DOCS``, ``WRITE_DOCS``) is written here.
 
 A tool never takes an identity: ``session_of(ctx)`` finds the caller's
 :class:`~claimgraph.mcp.session.AgentSession` from the transport. The graph work of a call runs
@@ -12,7 +14,7 @@ in a worker thread, so a slow read never blocks the event loop serving other ses
 
 Arguments are strict, as at every ingress: a number is a JSON number (``"0.5"`` and ``true``
 are not confidences), an integer is not a float; their bounds are the command catalogue's
-(:func:`~claimgraph.service.inputs.declared`), and the service layer checks every command
+(:func:`~claimgraph.service.inputs.param_type`), and the service layer checks every command
 against its declared domain again. An error of ours is a tool error whose text begins with
 its reason code (``too_large: ...``, ``too_many: ...``, ``invalid_field: ...``).
 """
@@ -28,12 +30,13 @@ from typing import Annotated, Any, Literal, TypeVar
 import anyio.to_thread
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from claimgraph import __version__
 from claimgraph.core.commands import COMMANDS, Kind
 from claimgraph.core.model import LIMITS
 from claimgraph.core.queries import QUERIES, Param, QuerySpec
+from claimgraph.core.writes import WRITES, WriteSpec
 from claimgraph.errors import (
     AuthError,
     ClaimgraphError,
@@ -46,13 +49,14 @@ from claimgraph.errors import (
 )
 from claimgraph.mcp.session import AgentSession
 from claimgraph.service.access import STATUS
-from claimgraph.service.inputs import declared
+from claimgraph.service.inputs import param_type
 from claimgraph.service.queries import QUERY_LIMITS
 
 __all__ = [
     "INSTRUCTIONS",
     "MAX_READ_EDGES",
     "MAX_WRITE_CLAIMS",
+    "WRITE_DOCS",
     "ClaimItem",
     "EdgeItem",
     "SessionOf",
@@ -104,30 +108,6 @@ RunId = Annotated[
         "Default: the run this session started, if any; else no run (reads at head).",
     ),
 ]
-Based = Annotated[
-    int | None,
-    Field(
-        strict=True,
-        ge=-1,
-        le=2**63 - 1,
-        description="The version your claim is based on (the 'version' of the read you "
-        "acted on). In a run: its pinned version unless given.",
-    ),
-]
-Confidence = Annotated[
-    float,
-    declared("claim", "confidence", description="How sure you are, 0..1 (be calibrated)."),
-]
-Evidence = Annotated[
-    list[Annotated[str, Field(strict=True, max_length=LIMITS["evidence_item"])]] | None,
-    Field(
-        max_length=LIMITS["evidence_items"],
-        description="Where this comes from: data sources, ticket or log ids, URLs.",
-    ),
-]
-Reasoning = Annotated[
-    str, declared("claim", "reasoning", description="Why you claim this, in a sentence or two.")
-]
 Hops = Annotated[
     int,
     Field(strict=True, ge=1, le=QUERY_LIMITS["max_hops"], description="At most this many edges."),
@@ -150,24 +130,30 @@ class EdgeItem(BaseModel):
     object: Node
 
 
-class ClaimItem(BaseModel):
-    """One claim of a write_claims call."""
+def _tool_arg(spec: WriteSpec, p: Param) -> tuple[Any, Any]:
+    """A write parameter as a tool argument: its type and bounds from the write catalogue (the
+    one mapping the HTTP bodies use too), its default as the catalogue gives it."""
+    t = param_type(spec, p, optional=p.default is None)
+    if p.required:
+        return t, ...
+    if isinstance(p.default, tuple):  # a sequence's default: an empty list
+        return t, Field(default_factory=list)
+    return t, p.default
 
-    model_config = ConfigDict(extra="forbid", strict=True)
-    polarity: Literal["assert", "deny"] = Field(
-        "assert", description="assert: the edge holds; deny: it does not."
-    )
-    edge_type: EdgeType
-    subject: Node
-    object: Node
-    confidence: Confidence = 1.0
-    evidence: list[Annotated[str, Field(max_length=LIMITS["evidence_item"])]] = Field(
-        default_factory=list,
-        max_length=LIMITS["evidence_items"],
-        description="Where this comes from: data sources, ticket or log ids, URLs.",
-    )
-    reasoning: Reasoning = ""
-    based_on_version: Based = None
+
+_CLAIM = WRITES["claim"]
+
+# One claim of a write_claims call: the parameters of assert_edge, and its polarity.
+ClaimItem: Any = create_model(  # type: ignore[call-overload]
+    "ClaimItem",
+    __config__=ConfigDict(extra="forbid", strict=True),
+    __doc__="One claim of a write_claims call.",
+    **{
+        p.name: _tool_arg(_CLAIM, p)
+        for p in _CLAIM.params
+        if p.name == "polarity" or p in WRITES["assert_"].tool_params
+    },
+)
 
 
 def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings: Any) -> FastMCP:
@@ -276,59 +262,11 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
 
     # -- writes ------------------------------------------------------------------------------
 
-    claim_doc = COMMANDS["claim"].summary
+    for wspec in WRITES.values():
+        if wspec.mcp:
+            mcp.tool(name=wspec.mcp, description=WRITE_DOCS[wspec.mcp])(_write_tool(wspec, call))
 
-    assert_doc = (
-        f"{claim_doc} This asserts edge_type(subject -> object) holds, based on your run's "
-        "pinned version (or on based_on_version: the version of the read you acted on). The "
-        "answer is the governor's decision: accepted, quarantined "
-        "(another writer disagrees), or rejected with a reason."
-    )
-
-    @mcp.tool(description=assert_doc)
-    async def assert_edge(
-        ctx: Context[Any, Any, Any],
-        edge_type: EdgeType,
-        subject: Node,
-        object: Node,
-        confidence: Confidence = 1.0,
-        evidence: Evidence = None,
-        reasoning: Reasoning = "",
-        based_on_version: Based = None,
-        run_id: RunId = None,
-    ) -> dict[str, Any]:
-        return await call(
-            ctx, AgentSession.claim, "assert", edge_type, subject, object, confidence,
-            evidence or [], reasoning, based_on_version, run_id,
-        )  # fmt: skip
-
-    deny_doc = (
-        f"{claim_doc} This denies that edge_type(subject -> object) holds (e.g. you checked "
-        "and the dependency is gone). Returns the governor's decision."
-    )
-
-    @mcp.tool(description=deny_doc)
-    async def deny_edge(
-        ctx: Context[Any, Any, Any],
-        edge_type: EdgeType,
-        subject: Node,
-        object: Node,
-        confidence: Confidence = 1.0,
-        evidence: Evidence = None,
-        reasoning: Reasoning = "",
-        based_on_version: Based = None,
-        run_id: RunId = None,
-    ) -> dict[str, Any]:
-        return await call(
-            ctx, AgentSession.claim, "deny", edge_type, subject, object, confidence,
-            evidence or [], reasoning, based_on_version, run_id,
-        )  # fmt: skip
-
-    @mcp.tool(
-        description=f"{claim_doc} This writes several claims at once (at most "
-        f"{MAX_WRITE_CLAIMS}), each asserting or denying edge_type(subject -> object), in one "
-        "write. Returns one decision per claim, in order."
-    )
+    @mcp.tool(description=WRITE_DOCS["write_claims"])
     async def write_claims(
         ctx: Context[Any, Any, Any],
         claims: Annotated[
@@ -339,60 +277,6 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
     ) -> dict[str, Any]:
         items = [c.model_dump() for c in claims]
         return await call(ctx, AgentSession.write_claims, items, run_id)
-
-    @mcp.tool(description=COMMANDS["retract"].summary + " Only your own claims.")
-    async def retract_claim(
-        ctx: Context[Any, Any, Any],
-        claim_id: Annotated[
-            str, Field(strict=True, max_length=_ID, description="The claim_id a write returned.")
-        ],
-        reason: Annotated[
-            str, declared("retract", "reason", description="Why you withdraw it.")
-        ] = "",
-        run_id: RunId = None,
-    ) -> dict[str, Any]:
-        return await call(ctx, AgentSession.retract, claim_id, reason, run_id)
-
-    escalate_doc = COMMANDS["escalate"].summary + (
-        " Use it when a quarantined edge blocks your work and a person must decide; needs "
-        "the resolver role."
-    )
-
-    @mcp.tool(description=escalate_doc)
-    async def escalate_conflict(
-        ctx: Context[Any, Any, Any],
-        conflict_id: Annotated[
-            str, Field(strict=True, max_length=_ID, description="The conflict_id a read returned.")
-        ],
-        reason: Annotated[
-            str, declared("escalate", "reason", description="What is blocked and why it matters.")
-        ],
-        run_id: RunId = None,
-    ) -> dict[str, Any]:
-        return await call(ctx, AgentSession.escalate, conflict_id, reason, run_id)
-
-    resolve_doc = COMMANDS["resolve"].summary + (
-        " Needs the resolver role; give the winning claim_id, or none to reject every claim."
-    )
-
-    @mcp.tool(description=resolve_doc)
-    async def resolve_conflict(
-        ctx: Context[Any, Any, Any],
-        conflict_id: Annotated[
-            str, Field(strict=True, max_length=_ID, description="The conflict to decide.")
-        ],
-        winner: Annotated[
-            str | None,
-            Field(
-                strict=True, max_length=_ID, description="The winning claim_id (none: reject all)."
-            ),
-        ],
-        rationale: Annotated[
-            str, declared("resolve", "rationale", description="Why this claim wins.")
-        ] = "",
-        run_id: RunId = None,
-    ) -> dict[str, Any]:
-        return await call(ctx, AgentSession.resolve, conflict_id, winner, rationale, run_id)
 
     # -- resources ---------------------------------------------------------------------------
 
@@ -437,6 +321,27 @@ READ_DOCS = {
     "quarantined edge met.",
     "reach": "Every node within max_hops of node, nearest first (e.g. what a service depends "
     "on, transitively). certain: false means reached only through quarantined edges.",
+}
+
+
+_CLAIM_DOC = COMMANDS["claim"].summary
+
+# what an agent is told of each write tool (its parameters come from the write catalogue)
+WRITE_DOCS = {
+    "assert_edge": f"{_CLAIM_DOC} This asserts edge_type(subject -> object) holds, based on "
+    "your run's pinned version (or on based_on_version: the version of the read you acted "
+    "on). The answer is the governor's decision: accepted, quarantined (another writer "
+    "disagrees), or rejected with a reason.",
+    "deny_edge": f"{_CLAIM_DOC} This denies that edge_type(subject -> object) holds (e.g. you "
+    "checked and the dependency is gone). Returns the governor's decision.",
+    "write_claims": f"{_CLAIM_DOC} This writes several claims at once (at most "
+    f"{MAX_WRITE_CLAIMS}), each asserting or denying edge_type(subject -> object), in one "
+    "write. Returns one decision per claim, in order.",
+    "retract_claim": COMMANDS["retract"].summary + " Only your own claims.",
+    "escalate_conflict": COMMANDS["escalate"].summary + " Use it when a quarantined edge "
+    "blocks your work and a person must decide; needs the resolver role.",
+    "resolve_conflict": COMMANDS["resolve"].summary + " Needs the resolver role; give the "
+    "winning claim_id, or none to reject every claim.",
 }
 
 
@@ -486,6 +391,32 @@ def _read_tool(spec: QuerySpec, call: Callable[..., Any]) -> Callable[..., Any]:
         P("at", P.KEYWORD_ONLY, default=None, annotation=At),
         P("run_id", P.KEYWORD_ONLY, default=None, annotation=RunId),
     ]
+    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        params, return_annotation=dict[str, Any]
+    )
+    tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": dict[str, Any]}
+    tool.__name__ = spec.mcp
+    return tool
+
+
+def _write_tool(spec: WriteSpec, call: Callable[..., Any]) -> Callable[..., Any]:
+    """The MCP tool of a catalogued write: its tool parameters (by their catalogue names) and
+    ``run_id``; answered by :meth:`AgentSession.write`."""
+    names = {p.name: p.keyword for p in spec.tool_params}
+
+    async def tool(ctx: Context[Any, Any, Any], **kw: Any) -> dict[str, Any]:
+        run_id = kw.pop("run_id", None)
+        params = {names[k]: v for k, v in kw.items()}
+        out: dict[str, Any] = await call(ctx, AgentSession.write, spec.name, params, run_id)
+        return out
+
+    P = inspect.Parameter
+    params = [P("ctx", P.POSITIONAL_OR_KEYWORD, annotation=Context[Any, Any, Any])]
+    for p in spec.tool_params:
+        default = list(p.default) if isinstance(p.default, tuple) else p.default
+        default = P.empty if p.required else default
+        params.append(P(p.name, P.KEYWORD_ONLY, default=default, annotation=_tool_arg(spec, p)[0]))
+    params.append(P("run_id", P.KEYWORD_ONLY, default=None, annotation=RunId))
     tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         params, return_annotation=dict[str, Any]
     )

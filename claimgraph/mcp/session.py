@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -40,6 +40,7 @@ from claimgraph.service.port import GraphAPI
 from claimgraph.service.queries import PathsResult, ReachResult
 from claimgraph.service.runs import Run
 from claimgraph.service.traces import digest, jsonable
+from claimgraph.service.writes import fields_of, spec_of
 
 __all__ = ["AgentSession", "Identity"]
 
@@ -338,94 +339,62 @@ class AgentSession:
             return self._needs_task()
         return outside(task)
 
-    def claim(
-        self,
-        polarity: Literal["assert", "deny"],
-        edge_type: str,
-        subject: str,
-        obj: str,
-        confidence: float,
-        evidence: Sequence[str],
-        reasoning: str,
-        based_on_version: int | None = None,
-        run_id: str | None = None,
+    def write(
+        self, name: str, params: Mapping[str, Any], run_id: str | None = None
     ) -> dict[str, Any]:
-        kw: Any = {
-            "polarity": polarity, "confidence": confidence, "evidence": evidence,
-            "reasoning": reasoning, "based_on_version": based_on_version,
-        }  # fmt: skip
-        agent = self.identity.agent
+        """A write tool's call: the catalogued write ``name`` (its tool parameters by their
+        Python keywords, plus what the tool fixes) as this session's agent. A write that has a
+        run (claim, retract) is written in the run, traced, or outside one in the session's
+        task (or answers ``needs_task``); the others (resolve, escalate) are the graph's, in the
+        run's task when there is one, and recorded in its trace as a tool call."""
+        spec = spec_of(name)
+        kw = dict(params) | {spec.param(k).keyword: v for k, v in spec.mcp_fixed.items()}
+        agent, run = self.identity.agent, self.run(run_id)
         try:
-            r = self._write(
-                run_id,
-                lambda run: run.claim(edge_type, subject, obj, **kw),
-                lambda task: self.scoped.claim(
-                    edge_type, subject, obj, agent=agent, task=task, **kw
-                ),
-            )
+            if spec.run:
+                r = self._write(
+                    run_id,
+                    lambda run: run.write(name, **kw),
+                    lambda task: self.scoped.write(name, agent=agent, task=task, **kw),
+                )
+            else:
+                if spec.task:
+                    kw["task"] = run.task if run is not None else (self._task_or_none() or "")
+                r = self.scoped.write(name, agent=agent, **kw)
         except AuthError as exc:  # a served API refused (and recorded) it
             return _refused(exc.reason, exc.detail, exc.version)
-        return r if isinstance(r, dict) else _receipt(r)
+        if isinstance(r, dict):
+            return r
+        out = _receipt(r)
+        if run is not None and not spec.run:
+            run.tool(spec.mcp or spec.name, dict(params), out)
+        return out
 
     def write_claims(
         self, claims: Sequence[dict[str, Any]], run_id: str | None = None
     ) -> dict[str, Any]:
-        """Several claims in one submit; one result per claim, in order."""
+        """Several claims in one submit; one result per claim, in order (each item by the
+        claim parameters' catalogue names)."""
         self.scoped.bound(len(claims), "claims")
+        spec = spec_of("claim")
         items = [{k: v for k, v in c.items() if v is not None} for c in claims]
+        agent = self.identity.agent
+
+        def command(task: str, c: dict[str, Any]) -> Any:
+            own = {spec.param(k).keyword: v for k, v in c.items()}
+            return {"type": "claim", "agent": agent, "task": task, **fields_of(spec, own)}
+
         try:
             rs = self._write(
                 run_id,
                 lambda run: run.claim_many(items),
-                lambda task: self.scoped.submit(
-                    [_claim_command(self.identity.agent, task, c) for c in items]
-                ),
+                lambda task: self.scoped.submit([command(task, c) for c in items]),
             )
         except AuthError as exc:
             return _refused(exc.reason, exc.detail, exc.version)
         if isinstance(rs, dict):
             return rs
         return {"results": [_receipt(r) for r in rs]}
-
-    def retract(self, claim_id: str, reason: str, run_id: str | None = None) -> dict[str, Any]:
-        agent = self.identity.agent
-        try:
-            r = self._write(
-                run_id,
-                lambda run: run.retract(claim_id, reason=reason),
-                lambda task: self.scoped.retract(claim_id, agent=agent, task=task, reason=reason),
-            )
-        except AuthError as exc:
-            return _refused(exc.reason, exc.detail, exc.version)
-        return r if isinstance(r, dict) else _receipt(r)
-
-    def escalate(self, conflict_id: str, reason: str, run_id: str | None = None) -> dict[str, Any]:
-        run = self.run(run_id)
-        try:
-            r = self.scoped.escalate(conflict_id, agent=self.identity.agent, reason=reason)
-        except AuthError as exc:
-            return _refused(exc.reason, exc.detail, exc.version)
-        out = _receipt(r)
-        if run is not None:
-            run.tool("escalate_conflict", {"conflict_id": conflict_id, "reason": reason}, out)
-        return out
-
-    def resolve(
-        self, conflict_id: str, winner: str | None, rationale: str, run_id: str | None = None
-    ) -> dict[str, Any]:
-        run = self.run(run_id)
-        task = run.task if run is not None else (self._task_or_none() or "")
-        try:
-            r = self.scoped.resolve(
-                conflict_id, agent=self.identity.agent, winner=winner, resolver="agent",
-                rationale=rationale, task=task,
-            )  # fmt: skip
-        except AuthError as exc:
-            return _refused(exc.reason, exc.detail, exc.version)
-        out = _receipt(r)
-        if run is not None:
-            run.tool("resolve_conflict", {"conflict_id": conflict_id, "winner": winner}, out)
-        return out
 
     # -- resources -------------------------------------------------------------------------------
 
@@ -473,34 +442,6 @@ class AgentSession:
                 else " You act only in tasks you must choose: call start_run(task=...) first."
             ),
         }
-
-
-def _claim_command(agent: str, task: str, c: dict[str, Any]) -> Any:
-    """A write_claims item outside a run, as the command the SDK's builders make."""
-    from claimgraph.service.inputs import now_millis
-
-    (st, si), (ot, oi) = node(c["subject"]), node(c["object"])
-    return {
-        "type": "claim",
-        "agent": agent,
-        "task": task,
-        "run_id": None,
-        "edge_type": c["edge_type"],
-        "subject_type": st,
-        "subject_id": si,
-        "object_type": ot,
-        "object_id": oi,
-        "polarity": c.get("polarity", "assert"),
-        "confidence": c.get("confidence", 1.0),
-        "evidence": list(c.get("evidence") or ()),
-        "reasoning": c.get("reasoning", ""),
-        "asserted_at": now_millis(),
-        "based_on_version": c.get("based_on_version"),
-        "properties": {},
-    }
-
-
-# -- result shapes -------------------------------------------------------------------------------
 
 
 def _n(t: tuple[str, str]) -> str:

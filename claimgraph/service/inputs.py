@@ -36,6 +36,8 @@ from pydantic import (
 
 from claimgraph.core.commands import CLIENT_COMMANDS, COMMANDS, I64, Kind, Sender, cut, violation
 from claimgraph.core.model import LIMITS, Command
+from claimgraph.core.queries import Param
+from claimgraph.core.writes import WriteSpec
 from claimgraph.errors import InputError
 from claimgraph.native.codec import encode_command  # the native writer: the same bytes, ~6x faster
 from claimgraph.service.bounded import loads
@@ -48,6 +50,7 @@ __all__ = [
     "fast_claim",
     "fast_record",
     "now_millis",
+    "param_type",
     "parse_command",
     "parse_command_spec",
     "parse_node",
@@ -93,6 +96,41 @@ def declared(ctype: str, name: str, **extra: Any) -> Any:
     if dom.kind is Kind.ID and not dom.empty:
         return Field(min_length=1, max_length=dom.size, strict=True, **extra)
     return Field(max_length=dom.size, strict=True, **extra)
+
+
+def param_type(spec: WriteSpec, p: Param, *, optional: bool = False, doc: str = "") -> Any:
+    """A write parameter as a pydantic type: its JSON type and the command field's bounds,
+    one mapping for every surface that takes a write's parameters as JSON (the HTTP command
+    bodies, the MCP write tools). A node is ``'type:id'`` text (its two ids and the colon),
+    bytes are hex; ``optional`` (or a nullable domain) admits ``null``."""
+    d = p.domain
+    kw: dict[str, Any] = {}
+    t: Any
+    if p.node:
+        size = d.size or 0
+        t = Annotated[str, Field(min_length=3, max_length=2 * size + 1, strict=True, **kw)]
+    elif d.kind is Kind.ENUM:
+        t = Annotated[Literal[tuple(d.values)], Field(**kw)]
+    elif d.kind is Kind.LIST:
+        assert d.item is not None
+        item = Annotated[str, Field(max_length=d.item.size, strict=True)]
+        t = Annotated[list[item], Field(max_length=d.size, **kw)]
+    elif d.kind is Kind.MAP:
+        assert d.item is not None and d.key is not None
+        key = Annotated[str, Field(min_length=1, max_length=d.key.size, strict=True)]
+        value = Annotated[str, Field(max_length=d.item.size, strict=True)]
+        t = Annotated[dict[key, value], Field(max_length=d.size, **kw)]
+    elif d.kind is Kind.BYTES:
+        hexes = 2 * (d.size or 0)
+        t = Annotated[str, Field(pattern=f"^[0-9a-fA-F]{{{hexes}}}$", strict=True, **kw)]
+    elif d.kind is Kind.BOOL:
+        t = Annotated[bool, Field(strict=True, **kw)]
+    else:
+        base = {Kind.INT: int, Kind.TIME: int, Kind.FLOAT: float}.get(d.kind, str)
+        t = Annotated[base, declared(spec.command, p.name, **kw)]
+    if optional or d.nullable:
+        t = t | None
+    return Annotated[t, Field(description=doc or p.doc)] if doc or p.doc else t
 
 
 def _in_range(ms: int) -> int:
