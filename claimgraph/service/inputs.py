@@ -20,27 +20,27 @@ record per line, whatever the line holds (:mod:`claimgraph.service.jsonlines`).
 
 from __future__ import annotations
 
-import math
 import uuid
-from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, ClassVar, Literal, Union, cast
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     TypeAdapter,
     ValidationError,
-    field_validator,
+    create_model,
 )
 
 from claimgraph.core.commands import CLIENT_COMMANDS, COMMANDS, I64, Kind, Sender, cut, violation
 from claimgraph.core.model import LIMITS, Command
 from claimgraph.core.queries import Param
-from claimgraph.core.writes import WriteSpec
+from claimgraph.core.writes import WRITES, WriteSpec
 from claimgraph.errors import InputError
 from claimgraph.native.codec import encode_command  # the native writer: the same bytes, ~6x faster
 from claimgraph.service.bounded import loads
+from claimgraph.service.writes import fields_of, now_millis, to_millis
 
 __all__ = [
     "I64",
@@ -133,44 +133,6 @@ def param_type(spec: WriteSpec, p: Param, *, optional: bool = False, doc: str = 
     return Annotated[t, Field(description=doc or p.doc)] if doc or p.doc else t
 
 
-def _in_range(ms: int) -> int:
-    if not -I64 - 1 <= ms <= I64:
-        raise ValueError(f"{ms} ms is out of the signed 64-bit range of a time")
-    return ms
-
-
-def to_millis(value: object) -> int:
-    """ms since the epoch from an int (ms), a float (s), an ISO 8601 string or a datetime."""
-    if isinstance(value, bool):
-        raise ValueError("expected a time, got a boolean")
-    if isinstance(value, int):
-        return _in_range(value)
-    if isinstance(value, float):
-        ms = value * 1000
-        if not math.isfinite(ms):
-            raise ValueError(f"{cut(value)} s is not a finite time")
-        return _in_range(int(ms))
-    if isinstance(value, str):
-        try:
-            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise ValueError(
-                f"{value[:80]!r} is not an ISO 8601 time such as 2026-11-29T10:00:00Z"
-            ) from None
-        value = dt
-    if not isinstance(value, datetime):
-        raise ValueError(
-            f"expected a time (ms, seconds or ISO 8601 text), got {type(value).__name__}"
-        )
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return int(value.timestamp() * 1000)
-
-
-def now_millis() -> int:
-    return int(datetime.now(tz=UTC).timestamp() * 1000)
-
-
 class NodeRef(BaseModel):
     """A node: its type and id."""
 
@@ -216,268 +178,71 @@ class _Base(BaseModel):
         }
 
 
-class ClaimIn(_Base):
-    type: Literal["assert", "deny"]
-    edge_type: Id
-    subject: Node
-    object: Node
-    run_id: Id | None = None
-    confidence: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 1.0
-    evidence: Annotated[
-        list[Annotated[str, Field(max_length=LIMITS["evidence_item"])]],
-        Field(max_length=LIMITS["evidence_items"]),
-    ] = []
-    reasoning: Annotated[str, Field(max_length=LIMITS["reasoning"])] = ""
-    asserted_at: int | float | str | datetime | None = None
-    based_on_version: Annotated[int, Field(ge=-1, le=I64)] | None = None
-    properties: Annotated[
-        dict[Id, Annotated[str, Field(max_length=LIMITS["property_value"])]],
-        Field(max_length=LIMITS["properties"]),
-    ] = {}
+# -- the JSON Lines models, derived from the write catalogue (core.writes) -----------------
 
-    @field_validator("subject", "object", mode="before")
-    @classmethod
-    def _node(cls, v: Any) -> NodeRef:
-        return parse_node(v)
 
-    @field_validator("asserted_at", mode="before")
-    @classmethod
-    def _time(cls, v: Any) -> int | None:
-        return None if v is None else to_millis(v)
+def _time(v: Any) -> Any:
+    return None if v is None else to_millis(v)
+
+
+def _line_field(spec: WriteSpec, p: Param) -> tuple[Any, Any]:
+    """A write parameter as a JSON Lines field: a node as ``'type:id'`` or ``{type, id}``, a
+    time as ms, seconds or ISO 8601 text; the rest as every JSON surface types it."""
+    optional = p.default is None
+    t: Any
+    if p.node:
+        t = Annotated[NodeRef, BeforeValidator(parse_node)]
+    elif p.domain.kind is Kind.TIME:
+        t = Annotated[int | None if optional else int, BeforeValidator(_time)]
+    else:
+        t = param_type(spec, p, optional=optional)
+    if p.required:
+        return t, ...
+    if isinstance(p.default, tuple):  # a sequence's default: an empty list
+        return t, Field(default_factory=list)
+    return t, p.default
+
+
+class _Line(_Base):
+    """One command line: the write's parameters by their catalogue names, through the one
+    builder (:func:`claimgraph.service.writes.fields_of`)."""
+
+    write: ClassVar[str] = ""  # the write of the catalogue this line is (claim for assert/deny)
 
     def to_command(self, graph: str) -> Command:
+        spec = WRITES[self.write]
+        values: dict[str, Any] = {}
+        for p in spec.params:
+            v = self.type if p.name == "polarity" else getattr(self, p.name)  # type: ignore[attr-defined]
+            if isinstance(v, NodeRef):
+                v = (v.type, v.id)
+            elif p.domain.kind is Kind.BYTES and isinstance(v, str):
+                v = bytes.fromhex(v)
+            values[p.keyword] = v
         return cast(
             Command,
-            {
-                **self.envelope(graph),
-                "type": "claim",
-                "run_id": self.run_id,
-                "edge_type": self.edge_type,
-                "subject_type": self.subject.type,
-                "subject_id": self.subject.id,
-                "object_type": self.object.type,
-                "object_id": self.object.id,
-                "polarity": self.type,
-                "confidence": float(self.confidence),
-                "evidence": list(self.evidence),
-                "reasoning": self.reasoning,
-                "asserted_at": self.asserted_at
-                if isinstance(self.asserted_at, int)
-                else now_millis(),
-                "based_on_version": self.based_on_version,
-                "properties": dict(self.properties),
-            },
+            {**self.envelope(graph), "type": spec.command, **fields_of(spec, values)},
         )
 
 
-class RetractIn(_Base):
-    type: Literal["retract"]
-    claim_id: Id
-    run_id: Id | None = None
-    reason: Annotated[str, Field(max_length=LIMITS["reasoning"])] = ""
-
-    def to_command(self, graph: str) -> Command:
-        return cast(
-            Command,
-            {
-                **self.envelope(graph),
-                "type": "retract",
-                "run_id": self.run_id,
-                "claim_id": self.claim_id,
-                "reason": self.reason,
-            },
-        )
+def _line(spec: WriteSpec) -> type[_Line]:
+    """The JSON Lines model of ``spec``'s command: ``type`` (a claim's is its polarity,
+    ``assert`` or ``deny``) and its parameters."""
+    names = COMMANDS[spec.command].client_names
+    fields: dict[str, Any] = {"type": (Literal[names], ...)}
+    fields |= {p.name: _line_field(spec, p) for p in spec.params if p.name != "polarity"}
+    name = "".join(w.title() for w in spec.command.split("_")) + "In"
+    model = create_model(name, __base__=_Line, __doc__=spec.summary, **fields)
+    model.write = spec.name
+    return model
 
 
-class ResolveIn(_Base):
-    type: Literal["resolve"]
-    conflict_id: Id
-    winner: Id | None = None
-    reject_all: bool = False
-    resolver: Id = "human"
-    rationale: Annotated[str, Field(max_length=LIMITS["reasoning"])] = ""
-    inputs: Annotated[str, Field(max_length=LIMITS["document"])] = ""
+_LINES = {s.command: _line(s) for s in WRITES.values() if s.body}
+ClaimIn = _LINES["claim"]
 
-    def to_command(self, graph: str) -> Command:
-        if (self.winner is None) == (not self.reject_all):
-            raise ValueError("give exactly one of winner or reject_all: true")
-        return cast(
-            Command,
-            {
-                **self.envelope(graph),
-                "type": "resolve",
-                "conflict_id": self.conflict_id,
-                "winner": self.winner,
-                "resolver": self.resolver,
-                "rationale": self.rationale,
-                "inputs": self.inputs,
-            },
-        )
-
-
-class PublishSchemaIn(_Base):
-    type: Literal["publish_schema"]
-    document: Annotated[str, Field(max_length=LIMITS["document"])]
-    source: Annotated[str, Field(max_length=LIMITS["id"])] = "<inline>"
-
-    def to_command(self, graph: str) -> Command:
-        return cast(
-            Command,
-            {
-                **self.envelope(graph),
-                "type": "publish_schema",
-                "document": self.document,
-                "source": self.source,
-            },
-        )
-
-
-class GrantIn(_Base):
-    type: Literal["grant"]
-    grantee_agent: Id
-    grantee_task: Id = "*"
-    edge_type: Id
-    expires_at: int | float | str | datetime | None = None
-
-    @field_validator("expires_at", mode="before")
-    @classmethod
-    def _time(cls, v: Any) -> int | None:
-        return None if v is None else to_millis(v)
-
-    def to_command(self, graph: str) -> Command:
-        return cast(
-            Command,
-            {
-                **self.envelope(graph),
-                "type": "grant",
-                "grantee_agent": self.grantee_agent,
-                "grantee_task": self.grantee_task,
-                "edge_type": self.edge_type,
-                "expires_at": self.expires_at if isinstance(self.expires_at, int) else None,
-            },
-        )
-
-
-class RevokeIn(_Base):
-    type: Literal["revoke"]
-    grant_id: Id
-
-    def to_command(self, graph: str) -> Command:
-        return cast(
-            Command,
-            {
-                **self.envelope(graph),
-                "type": "revoke",
-                "grant_id": self.grant_id,
-            },
-        )
-
-
-class EraseIn(_Base):
-    type: Literal["erase"]
-    claim_id: Id
-    reason: Annotated[str, declared("erase", "reason")] = ""
-
-    def to_command(self, graph: str) -> Command:
-        return cast(
-            Command,
-            {
-                **self.envelope(graph),
-                "type": "erase",
-                "claim_id": self.claim_id,
-                "reason": self.reason,
-            },
-        )
-
-
-class RegisterKeyIn(_Base):
-    type: Literal["register_key"]
-    key_id: Id
-    key_agent: Id
-    public_key: Annotated[str, Field(pattern="^[0-9a-fA-F]{64}$")]
-
-    def to_command(self, graph: str) -> Command:
-        return cast(
-            Command,
-            {
-                **self.envelope(graph),
-                "type": "register_key",
-                "key_id": self.key_id,
-                "key_agent": self.key_agent,
-                "public_key": bytes.fromhex(self.public_key),
-            },
-        )
-
-
-class RevokeKeyIn(_Base):
-    type: Literal["revoke_key"]
-    key_id: Id
-
-    def to_command(self, graph: str) -> Command:
-        return cast(Command, {**self.envelope(graph), "type": "revoke_key", "key_id": self.key_id})
-
-
-class EscalateIn(_Base):
-    type: Literal["escalate"]
-    conflict_id: Id
-    reason: Id = "escalated"
-    resolver: Id = "human"
-
-    def to_command(self, graph: str) -> Command:
-        return cast(
-            Command,
-            {
-                **self.envelope(graph),
-                "type": "escalate",
-                "conflict_id": self.conflict_id,
-                "reason": self.reason,
-                "resolver": self.resolver,
-            },
-        )
-
-
-class ReadBlockedIn(_Base):
-    type: Literal["read_blocked"]
-    conflict_id: Id
-    count: Annotated[int, Field(ge=1, le=1_000_000)] = 1
-    run_id: Id | None = None
-    pinned_version: Annotated[int, Field(ge=-1, le=2**63 - 1)] = -1
-
-    def to_command(self, graph: str) -> Command:
-        return cast(
-            Command,
-            {
-                **self.envelope(graph),
-                "type": "read_blocked",
-                "conflict_id": self.conflict_id,
-                "count": self.count,
-                "run_id": self.run_id,
-                "pinned_version": self.pinned_version,
-            },
-        )
-
-
-class UpgradeRulesIn(_Base):
-    type: Literal["upgrade_rules"]
-    to: Annotated[int, Field(ge=1, le=2**31 - 1)]
-
-    def to_command(self, graph: str) -> Command:
-        return cast(Command, {**self.envelope(graph), "type": "upgrade_rules", "to": self.to})
-
-
-CommandIn = Annotated[
-    ClaimIn
-    | RetractIn
-    | ResolveIn
-    | PublishSchemaIn
-    | GrantIn
-    | RevokeIn
-    | EscalateIn
-    | ReadBlockedIn
-    | EraseIn
-    | RegisterKeyIn
-    | RevokeKeyIn
-    | UpgradeRulesIn,
+# One command line, any of them (the JSON Lines reference is generated from it).
+CommandIn: Any = Annotated[
+    Union[tuple(_LINES.values())],  # noqa: UP007
     Field(discriminator="type"),
 ]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(CommandIn)

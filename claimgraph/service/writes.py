@@ -9,15 +9,26 @@ datetime) into ms, what a ``None`` stands for (now, -1), a fixed value (a polari
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
-from claimgraph.core.commands import Kind, cut
+from claimgraph.core.commands import I64, Kind, cut
 from claimgraph.core.queries import Param
 from claimgraph.core.writes import NOW, WRITES, WriteSpec
 from claimgraph.errors import InputError
 
-__all__ = ["ENVELOPE_PARAMS", "NodeLike", "fields_of", "node", "spec_of", "split_params"]
+__all__ = [
+    "ENVELOPE_PARAMS",
+    "NodeLike",
+    "fields_of",
+    "node",
+    "now_millis",
+    "spec_of",
+    "split_params",
+    "to_millis",
+]
 
 NodeLike = tuple[str, str] | str
 
@@ -66,9 +77,45 @@ def split_params(
     return agent, task, command_id, own
 
 
-def _value(spec: WriteSpec, p: Param, value: Any) -> Any:
-    from claimgraph.service.inputs import now_millis, to_millis
+def _in_range(ms: int) -> int:
+    if not -I64 - 1 <= ms <= I64:
+        raise ValueError(f"{ms} ms is out of the signed 64-bit range of a time")
+    return ms
 
+
+def to_millis(value: object) -> int:
+    """ms since the epoch from an int (ms), a float (s), an ISO 8601 string or a datetime."""
+    if isinstance(value, bool):
+        raise ValueError("expected a time, got a boolean")
+    if isinstance(value, int):
+        return _in_range(value)
+    if isinstance(value, float):
+        ms = value * 1000
+        if not math.isfinite(ms):
+            raise ValueError(f"{cut(value)} s is not a finite time")
+        return _in_range(int(ms))
+    if isinstance(value, str):
+        try:
+            dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(
+                f"{value[:80]!r} is not an ISO 8601 time such as 2026-11-29T10:00:00Z"
+            ) from None
+        value = dt
+    if not isinstance(value, datetime):
+        raise ValueError(
+            f"expected a time (ms, seconds or ISO 8601 text), got {type(value).__name__}"
+        )
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return int(value.timestamp() * 1000)
+
+
+def now_millis() -> int:
+    return int(datetime.now(tz=UTC).timestamp() * 1000)
+
+
+def _value(spec: WriteSpec, p: Param, value: Any) -> Any:
     if value is None:
         stands = spec.when_none.get(p.name)
         if stands is NOW:
