@@ -35,7 +35,6 @@ from claimgraph.service.graph import Graph
 from claimgraph.service.kafka_graph import KafkaGraph
 from claimgraph.service.port import GraphAPI
 from claimgraph.service.runs import Run
-from claimgraph.service.traces import READ_OPS
 from tests.conftest import SCHEMA
 from tests.http_fixtures import TOKENS, token_file
 
@@ -82,8 +81,8 @@ def surface_problems(catalogue: dict[str, QuerySpec]) -> list[str]:
                     out.append(
                         f"{run.__name__}.{spec.name}{_signature(fn)} != {_want(spec, spec.params)}"
                     )
-            if spec.name not in READ_OPS:
-                out.append(f"runs do not replay {spec.name} (traces.READ_OPS)")
+            if not spec.recorded:
+                out.append(f"runs do not replay {spec.name} (no recorded arguments)")
     return out
 
 
@@ -91,9 +90,9 @@ def test_every_catalogued_read_is_on_every_graph_and_run_as_declared() -> None:
     """Each read: the same positional parameters, keywords and defaults on the port, the
     embedded, Kafka, attached, HTTP and async graphs (and on runs when traced)."""
     assert surface_problems(dict(QUERIES)) == []
-    assert set(READ_OPS) == {s.name for s in QUERIES.values() if s.traced}
-    for op, args in READ_OPS.items():
-        assert set(args) <= {p.name for p in QUERIES[op].params}, op
+    for spec in QUERIES.values():
+        assert spec.traced == bool(spec.recorded), spec.name
+        assert set(spec.recorded) <= {p.name for p in spec.params}, spec.name
 
 
 def test_a_toy_read_in_the_catalogue_is_missing_from_every_surface_until_written() -> None:
@@ -110,7 +109,7 @@ def test_a_toy_read_in_the_catalogue_is_missing_from_every_surface_until_written
         cli="toy",
     )
     problems = surface_problems({"toy": toy})
-    for where in [c.__name__ for c in GRAPHS] + ["Run", "AsyncRun", "READ_OPS"]:
+    for where in [c.__name__ for c in GRAPHS] + ["Run", "AsyncRun", "recorded"]:
         assert any(where in p for p in problems), where
     assert "/v1/toy" not in _openapi()["paths"]
     assert "toy" not in _mcp_tools() and "toy" not in _cli_commands()
@@ -365,6 +364,7 @@ TOY = QuerySpec(
     "dict[str, Any] | None",
     "/v1/toy",
     traced=True,
+    recorded=("n",),  # what a trace of it records (the format)
     mcp="toy",
 )
 
@@ -380,7 +380,6 @@ def toy(monkeypatch: pytest.MonkeyPatch) -> QuerySpec:
     from claimgraph.service.reads import GraphReads
 
     monkeypatch.setitem(QUERIES, "toy", TOY)  # type: ignore[arg-type]
-    monkeypatch.setitem(READ_OPS, "toy", ("n",))  # what a trace of it records (the format)
     monkeypatch.setattr(GraphReads, "toy", _toy, raising=False)
     return TOY
 

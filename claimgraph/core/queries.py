@@ -153,6 +153,9 @@ class QuerySpec:
     result: str  # the Python result type, as the SDK names it
     route: str  # its HTTP route (GET unless ``post``), path parameters in braces
     traced: bool = False  # a run traces it and replay re-executes it
+    # The arguments every trace of it records (the trace format, frozen once on main): the
+    # parameters added since are recorded only when given, and default when absent on replay.
+    recorded: tuple[str, ...] = ()
     versioned: bool = True  # takes ``at``
     waits: bool = False  # takes ``timeout`` (waits for ``at``)
     cut: Cut = Cut.NONE
@@ -184,6 +187,7 @@ _SPECS = (
         "/v1/edge",
         in_run=True,
         traced=True,
+        recorded=("edge_type", "subject", "object"),
         waits=True,
         mcp="read_edge",
         cli="get",
@@ -221,6 +225,7 @@ _SPECS = (
         "/v1/slot",
         in_run=True,
         traced=True,
+        recorded=("edge_type", "node", "direction"),
         waits=True,
         mcp="read_slot",
         cli="get",
@@ -248,6 +253,7 @@ _SPECS = (
         answer="neighbors",
         in_run=True,
         traced=True,
+        recorded=("node", "edge_type", "direction", "include_absent"),
         waits=True,
         mcp="neighbors",
         cli="neighbors",
@@ -267,6 +273,7 @@ _SPECS = (
         "/v1/paths",
         in_run=True,
         traced=True,
+        recorded=("src", "dst", "max_hops", "edge_types", "direction", "limit"),
         waits=True,
         cut=Cut.LIMIT,
         mcp="find_paths",
@@ -286,6 +293,7 @@ _SPECS = (
         "/v1/reach",
         in_run=True,
         traced=True,
+        recorded=("node", "direction", "max_hops", "edge_types", "limit"),
         waits=True,
         cut=Cut.LIMIT,
         mcp="reach",
@@ -308,6 +316,7 @@ _SPECS = (
         "HistoryView",
         "/v1/history",
         traced=True,
+        recorded=("edge_type", "subject", "object"),
         waits=True,
         cut=Cut.HORIZON,
         cli="history",
@@ -327,6 +336,7 @@ _SPECS = (
         "/v1/quarantine",
         answer="conflicts",
         traced=True,
+        recorded=("include_closed",),
         paged=True,
         waits=True,
         cli="quarantine",
@@ -338,6 +348,7 @@ _SPECS = (
         "dict[str, Any] | None",
         "/v1/claims/{claim_id}",
         traced=True,
+        recorded=("claim_id",),
         cut=Cut.ABSENT,
         cli="claim",
     ),
@@ -348,6 +359,7 @@ _SPECS = (
         "dict[str, Any] | None",
         "/v1/conflicts/{conflict_id}",
         traced=True,
+        recorded=("conflict_id",),
         cut=Cut.ABSENT,
     ),
     QuerySpec(
@@ -456,3 +468,14 @@ def params_violation(spec: QuerySpec, params: Mapping[str, object]) -> str | Non
         if v is not None:
             return f"{spec.name}: {v.detail}"
     return None
+
+
+def _check() -> None:
+    """A traced read declares what its traces record, and only its own parameters."""
+    for spec in QUERIES.values():
+        names = {p.name for p in spec.params}
+        if spec.traced != bool(spec.recorded) or not set(spec.recorded) <= names:
+            raise AssertionError(f"read {spec.name}: recorded {spec.recorded} (traced, params)")
+
+
+_check()

@@ -21,7 +21,6 @@ from claimgraph.service.api import node
 
 __all__ = [
     "READS_REVISION",
-    "READ_OPS",
     "ReplayReport",
     "RunSummary",
     "check_event",
@@ -56,19 +55,6 @@ def digest(result: Any) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
-# The reads a run can make and replay: op → the argument names a recorded read must carry
-# (optional ones, added later, default when absent: traces recorded before them still replay).
-READ_OPS: dict[str, tuple[str, ...]] = {
-    "edge": ("edge_type", "subject", "object"),
-    "slot": ("edge_type", "node", "direction"),
-    "neighbors": ("node", "edge_type", "direction", "include_absent"),
-    "history": ("edge_type", "subject", "object"),
-    "quarantine": ("include_closed",),
-    "claim_info": ("claim_id",),
-    "conflict": ("conflict_id",),
-    "paths": ("src", "dst", "max_hops", "edge_types", "direction", "limit"),
-    "reach": ("node", "direction", "max_hops", "edge_types", "limit"),
-}
 # Read semantics a trace was recorded under, in its ``start`` event's payload (``reads``):
 # from 2 on, reads of edge types (or slot sides) the schema does not define are errors;
 # traces without it replay with the old meaning (``absent``).
@@ -96,9 +82,9 @@ def traced_read(query: str, params: dict[str, Any]) -> QuerySpec:
 
 def trace_args(spec: QuerySpec, params: dict[str, Any]) -> dict[str, Any]:
     """A traced read's recorded arguments (catalogue names, nodes as ``[type, id]``): those
-    :data:`READ_OPS` names always (defaults filled in), the ones added since only when given
-    (traces recorded before them stay as they were)."""
-    base = READ_OPS.get(spec.name, ())
+    the catalogue's ``recorded`` names always (defaults filled in), the ones added since only
+    when given (traces recorded before them stay as they were)."""
+    base = spec.recorded
     out: dict[str, Any] = {}
     for p in spec.params:
         v = params.get(p.keyword, None if p.required else p.default)
@@ -118,14 +104,15 @@ class _Reads(Protocol):
 
 def execute(reads: _Reads, op: str, args: dict[str, Any], at: int) -> Any:
     """Run one recorded read at ``at`` (the same call a run made), through ``read``: the
-    arguments :data:`READ_OPS` names must be there (a trace without them is malformed:
+    arguments the catalogue's ``recorded`` names must be there (a trace without them is malformed:
     ``KeyError``), the ones added since default when absent."""
     spec = QUERIES.get(op) if isinstance(op, str) else None
-    if spec is None or not spec.traced or op not in READ_OPS:
-        raise InputError(f"unknown read {cut(op)} (known: {', '.join(READ_OPS)})")
+    if spec is None or not spec.traced:
+        known = ", ".join(s.name for s in QUERIES.values() if s.traced)
+        raise InputError(f"unknown read {cut(op)} (known: {known})")
     params: dict[str, Any] = {}
     for p in spec.params:
-        v = args[p.name] if p.name in READ_OPS[op] else args.get(p.name)
+        v = args[p.name] if p.name in spec.recorded else args.get(p.name)
         if v is None and not p.required:
             continue
         params[p.keyword] = tuple(v) if p.node and isinstance(v, list) else v
@@ -283,16 +270,20 @@ def check_event(event: dict[str, Any]) -> None:
         raise InputError("payload must be a JSON object")
     if event["kind"] == "read":
         q = p.get("query")
+        op = q.get("op") if isinstance(q, dict) else None
+        spec = QUERIES.get(op) if isinstance(op, str) else None
         if not (
             isinstance(q, dict)
-            and q.get("op") in READ_OPS
+            and spec is not None
+            and spec.traced
             and isinstance(q.get("args"), dict)
-            and set(READ_OPS[q["op"]]) <= set(q["args"])
+            and set(spec.recorded) <= set(q["args"])
             and isinstance(p.get("digest"), str)
         ):
+            known = ", ".join(s.name for s in QUERIES.values() if s.traced)
             raise InputError(
-                "a read event's payload needs query.op (one of "
-                f"{', '.join(READ_OPS)}), query.args with that read's arguments, and digest"
+                f"a read event's payload needs query.op (one of {known}), query.args with "
+                "that read's arguments, and digest"
             )
 
 
