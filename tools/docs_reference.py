@@ -1069,7 +1069,31 @@ def configuration_page() -> str:
     )
 
 
-# -- reads (until the query catalogue) ---------------------------------------------------------
+# -- reads: the query catalogue ----------------------------------------------------------------
+
+
+def _catalogue_rows() -> list[list[str]]:
+    from claimgraph.core.queries import QUERIES
+
+    rows = []
+    for s in QUERIES.values():
+        params = ", ".join(
+            code(p.name if p.required else f"{p.name}={p.default!r}") for p in s.all_params
+        )
+        rows.append(
+            [
+                code(s.name),
+                params or "—",
+                code(s.result),
+                code(f"{'POST' if s.post else 'GET'} {s.route}"),
+                code(s.mcp) if s.mcp else "—",
+                code(f"claimgraph {s.cli}") if s.cli else "—",
+                "yes" if s.traced else "no",
+                s.cut.value,
+                cell(s.summary),
+            ]
+        )
+    return rows
 
 
 def queries_page() -> str:
@@ -1091,10 +1115,27 @@ def queries_page() -> str:
             "# Reads and queries\n",
             GENERATED,
             "## Query catalogue\n",
-            "There is no query catalogue yet: reads are declared by each surface. When one "
-            "lands (a single declaration of every read, as `claimgraph/core/commands.py` is "
-            "for writes), this page is generated from it. Until then, the reads each surface "
-            "offers:\n",
+            "Every read is declared once, in `claimgraph/core/queries.py`: its parameters "
+            "with their bounds and defaults, its result, whether a run traces it (and replay "
+            "re-executes it), and how its answer says it was cut (`horizon`: `cut_below`; "
+            "`limit`: `truncated`/`truncated_by`; `page`: `next_cursor`; `absent`: none / "
+            "404). The SDK methods (sync and async), the HTTP routes, the MCP tools and the "
+            "CLI commands below are made from it ([how-to: queries](../how-to/queries.md)).\n",
+            table(
+                [
+                    "Read",
+                    "Parameters",
+                    "Result",
+                    "HTTP",
+                    "MCP tool",
+                    "CLI",
+                    "Traced",
+                    "Cut",
+                    "What it answers",
+                ],
+                _catalogue_rows(),
+            )
+            + "\n",
             "## HTTP read routes\n",
             table(
                 ["Route", "What it answers"],

@@ -19,8 +19,10 @@ from claimgraph.cli import writes as writes
 
 from claimgraph.cli import whatif as whatif  # isort: skip  (schema what-if: after show)
 from claimgraph.cli import reads as reads  # isort: skip
-from claimgraph.cli import agents, export, governance, kafka, queries, rules, serving  # isort: skip
+from claimgraph.cli import queries as queries  # isort: skip  (the printers of paths, reach)
+from claimgraph.cli import agents, export, governance, kafka, rules, serving  # isort: skip
 from claimgraph.cli import versions  # isort: skip
+from claimgraph.cli import catalogue  # isort: skip
 from claimgraph.cli import tokens  # isort: skip
 from claimgraph.cli import config_show  # isort: skip
 
@@ -32,7 +34,7 @@ rules.register(app)
 versions.register(app)
 serving.register(app)  # serve, runs, key
 agents.register(app)  # mcp, tools
-queries.register(app)  # paths, reach
+catalogue.add_reads(app)  # get, slot, neighbors, paths, reach, history, quarantine, claim, log
 export.register(app)  # export
 tokens.register(app)  # token
 config_show.register(app)  # config show

@@ -1,18 +1,21 @@
-"""CLI commands that read: head, get, neighbors, history, quarantine, claim, log, verify, audit."""
+"""CLI commands that read: head, log, verify, audit; and how the catalogued reads print.
+
+The catalogued reads (get, slot, neighbors, history, quarantine, claim, log; paths and reach
+in :mod:`claimgraph.cli.queries`) take their arguments from the query catalogue
+(:mod:`claimgraph.cli.catalogue`); only their printers are here."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
+from claimgraph.cli.catalogue import renders
 from claimgraph.cli.common import (
     CTX,
-    AtOpt,
     JsonOpt,
-    WaitOpt,
     app,
     emit,
     graph_session,
@@ -41,226 +44,175 @@ def head(as_json: JsonOpt = False) -> None:
             )
 
 
-@app.command(rich_help_panel="Read")
-def get(
-    edge_type: Annotated[str, typer.Argument(help="Edge type.")],
-    subject: Annotated[str, typer.Argument(help="Subject node as type:id.")],
-    obj: Annotated[
-        str | None,
-        typer.Argument(metavar="[OBJECT]", help="Object node; omit it to read the subject's slot."),
-    ] = None,
-    at: AtOpt = None,
-    wait: WaitOpt = 0.0,
-    as_json: JsonOpt = False,
-) -> None:
+def _slot_line(s: Any, edge_type: str, node: str) -> str:
+    held = ", ".join(f"{t}:{i}" for t, i in s.nodes) or "nothing"
+    line = f"v{s.version} {edge_type}({node}) → {held} [{s.state}]"
+    if s.conflict_id:
+        line += f" conflict={s.conflict_id}"
+    if s.fallback is not None:
+        line += f" fallback={s.fallback}"
+    return line
+
+
+@renders("edge", optional=("object",))
+def get(g: Any, q: dict[str, Any], *, at: int | None, wait: float, as_json: bool) -> None:
     """Read an edge (present / absent / unknown) or, without OBJECT, a subject's slot."""
-    with graph_session() as g:
-        if obj is None:
-            s = g.slot(edge_type, subject, at=at, timeout=wait)
-            if as_json:
-                emit(s.as_dict())
-                return
-            held = ", ".join(f"{t}:{i}" for t, i in s.nodes) or "nothing"
-            line = f"v{s.version} {edge_type}({subject}) → {held} [{s.state}]"
-            if s.conflict_id:
-                line += f" conflict={s.conflict_id}"
-            if s.fallback is not None:
-                line += f" fallback={s.fallback}"
-            out.print(line, markup=False)
-            return
-        e = g.edge(edge_type, subject, obj, at=at, timeout=wait)
+    edge_type, subject, obj = q["edge_type"], q["subject"], q["obj"]
+    if obj is None:
+        s = g.slot(edge_type, subject, at=at, timeout=wait)
         if as_json:
-            view = e.as_dict()
-            view["claim_details"] = [g.claim_info(c, at=e.version) for c in e.claims]
-            emit(view)
+            emit(s.as_dict())
             return
-        line = f"v{e.version} {edge_type}({subject} → {obj}): {e.state.upper()}"
-        if e.conflict_id:
-            line += f" (conflict {e.conflict_id})"
-        if e.fallback is not None:
-            line += f" fallback={e.fallback}"
-        out.print(line, markup=False)
-        for c in e.claims:
-            info = g.claim_info(c, at=e.version) or {}
-            out.print(
-                f"  {info.get('polarity', '?')} by {info.get('agent', '?')}/"
-                f"{info.get('task', '')} confidence {info.get('confidence', '?')} "
-                f"claim {c}",
-                markup=False,
-            )
+        out.print(_slot_line(s, edge_type, subject), markup=False)
+        return
+    e = g.edge(edge_type, subject, obj, at=at, timeout=wait)
+    if as_json:
+        view = e.as_dict()
+        view["claim_details"] = [g.claim_info(c, at=e.version) for c in e.claims]
+        emit(view)
+        return
+    line = f"v{e.version} {edge_type}({subject} → {obj}): {e.state.upper()}"
+    if e.conflict_id:
+        line += f" (conflict {e.conflict_id})"
+    if e.fallback is not None:
+        line += f" fallback={e.fallback}"
+    out.print(line, markup=False)
+    for c in e.claims:
+        info = g.claim_info(c, at=e.version) or {}
+        out.print(
+            f"  {info.get('polarity', '?')} by {info.get('agent', '?')}/"
+            f"{info.get('task', '')} confidence {info.get('confidence', '?')} "
+            f"claim {c}",
+            markup=False,
+        )
 
 
-def _ms(value: str | None) -> int | None:
-    from claimgraph.service.inputs import to_millis
+@renders("slot")
+def slot(g: Any, q: dict[str, Any], *, at: int | None, wait: float, as_json: bool) -> None:
+    """What an exclusive slot holds at a version (the subject's; --direction in: the object's)."""
+    s = g.slot(**q, at=at, timeout=wait)
+    if as_json:
+        emit(s.as_dict())
+        return
+    out.print(_slot_line(s, q["edge_type"], q["node"]), markup=False)
 
-    if value is None:
-        return None
-    try:
-        return to_millis(int(value) if value.isdigit() else value)
-    except ValueError as exc:
-        raise InputError(f"{cut(value)} is not a time: {exc}") from None
 
-
-@app.command(rich_help_panel="Read")
-def neighbors(
-    node: Annotated[str, typer.Argument(help="Node as type:id.")],
-    edge_type: Annotated[str | None, typer.Option("--type", help="Only this edge type.")] = (None),
-    incoming: Annotated[
-        bool, typer.Option("--in", help="Incoming edges instead of outgoing.")
-    ] = False,
-    at: AtOpt = None,
-    wait: WaitOpt = 0.0,
-    as_json: JsonOpt = False,
-    min_confidence: Annotated[
-        float | None, typer.Option(help="Only edges with a claim at least this confident.")
-    ] = None,
-    writer: Annotated[str | None, typer.Option(help="Only edges this agent claimed.")] = None,
-    after: Annotated[
-        str | None, typer.Option(help="Only claims asserted after (epoch ms or ISO time).")
-    ] = None,
-    before: Annotated[
-        str | None, typer.Option(help="Only claims asserted before (epoch ms or ISO time).")
-    ] = None,
-) -> None:
+@renders("neighbors")
+def neighbors(g: Any, q: dict[str, Any], *, at: int | None, wait: float, as_json: bool) -> None:
     """A node's neighbours at a version (present and unknown edges), optionally filtered."""
-    direction = "in" if incoming else "out"
-    with graph_session() as g:
-        version = g.head() if at is None else at
-        ns = g.neighbors(
-            node, edge_type=edge_type, direction=direction, at=version, timeout=wait,
-            min_confidence=min_confidence, writer=writer,
-            asserted_after=_ms(after), asserted_before=_ms(before),
-        )  # fmt: skip
-        if as_json:
-            emit(
-                {
-                    "node": node,
-                    "direction": direction,
-                    "version": version,
-                    "neighbors": [n.as_dict() for n in ns],
-                }
-            )
-            return
-        table = Table(title=f"{node} {direction} at v{version}", title_justify="left")
-        for col in ("edge type", "node", "state", "conflict", "claims"):
-            table.add_column(col)
-        for n in ns:
-            table.add_row(
-                n.edge_type,
-                f"{n.node[0]}:{n.node[1]}",
-                n.state,
-                n.conflict_id or "",
-                str(len(n.claims)),
-            )
-        out.print(table)
-        if not ns:
-            out.print("  (no neighbours)", markup=False)
+    node, direction = q["node"], q["direction"]
+    version = g.head() if at is None else at
+    ns = g.neighbors(**q, at=version, timeout=wait)
+    if as_json:
+        emit(
+            {
+                "node": node,
+                "direction": direction,
+                "version": version,
+                "neighbors": [n.as_dict() for n in ns],
+            }
+        )
+        return
+    table = Table(title=f"{node} {direction} at v{version}", title_justify="left")
+    for col in ("edge type", "node", "state", "conflict", "claims"):
+        table.add_column(col)
+    for n in ns:
+        table.add_row(
+            n.edge_type,
+            f"{n.node[0]}:{n.node[1]}",
+            n.state,
+            n.conflict_id or "",
+            str(len(n.claims)),
+        )
+    out.print(table)
+    if not ns:
+        out.print("  (no neighbours)", markup=False)
 
 
-@app.command(rich_help_panel="Read")
-def history(
-    edge_type: Annotated[str, typer.Argument(help="Edge type.")],
-    subject: Annotated[str, typer.Argument(help="Subject node as type:id.")],
-    obj: Annotated[str, typer.Argument(metavar="OBJECT", help="Object node as type:id.")],
-    at: AtOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@renders("history")
+def history(g: Any, q: dict[str, Any], *, at: int | None, wait: float, as_json: bool) -> None:
     """Every decision that touched an edge, oldest first."""
-    with graph_session() as g:
-        hs = g.history(edge_type, subject, obj, at=at)
-        if as_json:
-            emit(hs.as_dict())
-            return
-        if hs.cut_below is not None:
-            out.print(
-                f"(cut: entries below version {hs.cut_below} were removed by gc)", markup=False
-            )
-        elif not hs:
-            out.print("no history: no claim was ever made about this edge", markup=False)
-        for h in hs:
-            out.print(
-                f"v{h['version']:<5} {h['kind']:<11} {h['reason']:<20} by "
-                f"{h['agent']:<18} → {h['state']}"
-                + (f" (conflict {h['conflict_id']})" if h["conflict_id"] else ""),
-                markup=False,
-            )
+    hs = g.history(**q, at=at, timeout=wait)
+    if as_json:
+        emit(hs.as_dict())
+        return
+    if hs.cut_below is not None:
+        out.print(f"(cut: entries below version {hs.cut_below} were removed by gc)", markup=False)
+    elif not hs:
+        out.print("no history: no claim was ever made about this edge", markup=False)
+    for h in hs:
+        out.print(
+            f"v{h['version']:<5} {h['kind']:<11} {h['reason']:<20} by "
+            f"{h['agent']:<18} → {h['state']}"
+            + (f" (conflict {h['conflict_id']})" if h["conflict_id"] else ""),
+            markup=False,
+        )
 
 
-@app.command(rich_help_panel="Read")
-def quarantine(
-    at: AtOpt = None,
-    include_closed: Annotated[bool, typer.Option("--all", help="Include closed conflicts.")] = (
-        False
-    ),
-    as_json: JsonOpt = False,
-) -> None:
+@renders("quarantine")
+def quarantine(g: Any, q: dict[str, Any], *, at: int | None, wait: float, as_json: bool) -> None:
     """Conflicts withheld from the readable graph, with their claims."""
-    with graph_session() as g:
-        version = g.head() if at is None else at
-        cs = g.quarantine(at=version, include_closed=include_closed)
-        if as_json:
-            for c in cs:
-                c["claim_details"] = [g.claim_info(x, at=version) for x in c["members"]]
-            emit({"version": version, "conflicts": cs})
-            return
-        if not cs:
-            out.print(f"v{version}: no open conflicts", markup=False)
+    version = g.head() if at is None else at
+    cs = g.quarantine(**q, at=version, timeout=wait)
+    if as_json:
         for c in cs:
-            state = "open" if c["open"] else f"closed at v{c['closed_at']} ({c['outcome']})"
-            if c["open"] and c.get("escalated_at") is not None:
-                state = f"escalated at v{c['escalated_at']} ({c.get('escalation', '')})"
+            c["claim_details"] = [g.claim_info(x, at=version) for x in c["members"]]
+        emit({"version": version, "conflicts": cs})
+        return
+    if not cs:
+        out.print(f"v{version}: no open conflicts", markup=False)
+    for c in cs:
+        state = "open" if c["open"] else f"closed at v{c['closed_at']} ({c['outcome']})"
+        if c["open"] and c.get("escalated_at") is not None:
+            state = f"escalated at v{c['escalated_at']} ({c.get('escalation', '')})"
+        out.print(
+            f"{c['conflict_id']}  {c['edge_type']}  opened v{c['opened_at']}  {state}",
+            markup=False,
+        )
+        for cid in c["members"]:
+            info = g.claim_info(cid, at=version) or {}
             out.print(
-                f"{c['conflict_id']}  {c['edge_type']}  opened v{c['opened_at']}  {state}",
+                f"    {info.get('polarity', '?')} {info.get('subject_id', '?')} → "
+                f"{info.get('object_id', '?')} by {info.get('agent', '?')} "
+                f"(confidence {info.get('confidence', '?')}, "
+                f"{info.get('status', '?')}) claim {cid}",
                 markup=False,
             )
-            for cid in c["members"]:
-                info = g.claim_info(cid, at=version) or {}
-                out.print(
-                    f"    {info.get('polarity', '?')} {info.get('subject_id', '?')} → "
-                    f"{info.get('object_id', '?')} by {info.get('agent', '?')} "
-                    f"(confidence {info.get('confidence', '?')}, "
-                    f"{info.get('status', '?')}) claim {cid}",
-                    markup=False,
-                )
 
 
-@app.command("claim", rich_help_panel="Read")
-def claim_show(
-    claim_id: Annotated[str, typer.Argument(help="Claim id (its command id).")],
-    at: AtOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+@renders("claim_info")
+def claim_show(g: Any, q: dict[str, Any], *, at: int | None, wait: float, as_json: bool) -> None:
     """A claim's full record and status at a version: who said what, on what evidence."""
-    with graph_session() as g:
-        version = g.head() if at is None else at
-        info = g.claim_info(claim_id, at=version) if version >= 0 else None
-        if info is None:
-            where = f"at v{version}" if version >= 0 else "(the graph has no decisions yet)"
-            raise NotFoundError(f"no claim {cut(claim_id)} {where}")
-        if as_json:
-            emit(info)
-            return
-        for k in (
-            "claim_id",
-            "status",
-            "since",
-            "polarity",
-            "edge_type",
-            "subject_type",
-            "subject_id",
-            "object_type",
-            "object_id",
-            "agent",
-            "task",
-            "run_id",
-            "confidence",
-            "evidence",
-            "reasoning",
-            "asserted_at",
-            "based_on_version",
-            "properties",
-        ):
-            out.print(f"{k:>17}: {_readable(k, info.get(k))}", markup=False)
+    claim_id = q["claim_id"]
+    version = g.head() if at is None else at
+    info = g.claim_info(claim_id, at=version) if version >= 0 else None
+    if info is None:
+        where = f"at v{version}" if version >= 0 else "(the graph has no decisions yet)"
+        raise NotFoundError(f"no claim {cut(claim_id)} {where}")
+    if as_json:
+        emit(info)
+        return
+    for k in (
+        "claim_id",
+        "status",
+        "since",
+        "polarity",
+        "edge_type",
+        "subject_type",
+        "subject_id",
+        "object_type",
+        "object_id",
+        "agent",
+        "task",
+        "run_id",
+        "confidence",
+        "evidence",
+        "reasoning",
+        "asserted_at",
+        "based_on_version",
+        "properties",
+    ):
+        out.print(f"{k:>17}: {_readable(k, info.get(k))}", markup=False)
 
 
 def _readable(key: str, value: object) -> str:
@@ -279,32 +231,27 @@ def _readable(key: str, value: object) -> str:
     return str(value)
 
 
-@app.command("log", rich_help_panel="Read")
-def log_cmd(
-    start: Annotated[int, typer.Option("--from", help="First version.")] = 0,
-    limit: Annotated[int, typer.Option(help="How many decisions.")] = 50,
-    as_json: JsonOpt = False,
-) -> None:
+@renders("decisions")
+def log_cmd(g: Any, q: dict[str, Any], *, at: int | None, wait: float, as_json: bool) -> None:
     """The decisions log: what the governor decided, version by version."""
-    with graph_session() as g:
-        for v, d in g.decisions(start, limit):
-            if as_json:
-                row = dict(d)
-                row["version"] = v
-                emit(row)
-                continue
-            what = ""
-            c = d["claim"]
-            if c is not None:
-                what = f"{c['polarity']} {c['edge_type']}({c['subject_id']} → {c['object_id']})"
-            elif d["target"]:
-                what = f"{d['command_type']} {d['target']}"
-            else:
-                what = d["command_type"]
-            out.print(
-                f"v{v:<6} {d['kind']:<11} {d['reason']:<20} {d['agent'] or '-':<18} {what}",
-                markup=False,
-            )
+    for v, d in g.decisions(**q):
+        if as_json:
+            row = dict(d)
+            row["version"] = v
+            emit(row)
+            continue
+        what = ""
+        c = d["claim"]
+        if c is not None:
+            what = f"{c['polarity']} {c['edge_type']}({c['subject_id']} → {c['object_id']})"
+        elif d["target"]:
+            what = f"{d['command_type']} {d['target']}"
+        else:
+            what = d["command_type"]
+        out.print(
+            f"v{v:<6} {d['kind']:<11} {d['reason']:<20} {d['agent'] or '-':<18} {what}",
+            markup=False,
+        )
 
 
 # -- integrity --------------------------------------------------------------------------------

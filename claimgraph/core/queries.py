@@ -74,6 +74,13 @@ class Param:
     py: str = ""  # its Python keyword when not ``name`` (``obj``: ``object`` is a builtin)
     checked: bool = True  # its domain is checked here (False: the read checks its shape)
     annotation: str = ""  # its Python type when the domain's is not it (generated signatures)
+    # The CLI (claimgraph.cli.catalogue): a required parameter is an argument, the others
+    # options named ``--<http or name>`` unless ``cli`` names the flag; ``switch``: an enum of
+    # two values as one flag (``cli``) picking the other one; ``time``: an int of ms since the
+    # epoch that the CLI (like JSON Lines) also takes as ISO 8601 text.
+    cli: str = ""
+    switch: bool = False
+    time: bool = False
 
     @property
     def required(self) -> bool:
@@ -228,16 +235,23 @@ _SPECS = (
         recorded=("edge_type", "node", "direction"),
         waits=True,
         mcp="read_slot",
-        cli="get",
+        cli="slot",
     ),
     QuerySpec(
         "neighbors",
         "A node's neighbours at a version, optionally filtered by their claims.",
         (
             _p("node", _NODE, doc="The node, 'type:id'.", node=True, positional=True),
-            _p("edge_type", _OPT_ID, None, "Only this edge type."),
-            _p("direction", _dir("out", "in"), "out", "out or in."),
-            _p("include_absent", _BOOL, False),
+            _p("edge_type", _OPT_ID, None, "Only this edge type.", cli="--type"),
+            _p(
+                "direction",
+                _dir("out", "in"),
+                "out",
+                "out: the node's outgoing edges; in: its incoming ones.",
+                cli="--in",
+                switch=True,
+            ),
+            _p("include_absent", _BOOL, False, "Also the edges read absent (denied, retired)."),
             _p(
                 "min_confidence",
                 Domain(Kind.FLOAT, lo=0.0, hi=1.0, nullable=True),
@@ -245,8 +259,22 @@ _SPECS = (
                 "Only edges with a claim this sure.",
             ),
             _p("writer", _OPT_ID, None, "Only edges claimed by this agent."),
-            _p("asserted_after", _TIME, None, "Only claims asserted after (epoch ms)."),
-            _p("asserted_before", _TIME, None, "Only claims asserted before (epoch ms)."),
+            _p(
+                "asserted_after",
+                _TIME,
+                None,
+                "Only claims asserted after (epoch ms, or ISO 8601 text).",
+                cli="--after",
+                time=True,
+            ),
+            _p(
+                "asserted_before",
+                _TIME,
+                None,
+                "Only claims asserted before (epoch ms, or ISO 8601 text).",
+                cli="--before",
+                time=True,
+            ),
         ),
         "list[NeighborView]",
         "/v1/neighbors",
@@ -265,7 +293,14 @@ _SPECS = (
             _p("src", _NODE, doc="Where paths start, 'type:id'.", node=True, positional=True),
             _p("dst", _NODE, doc="Where paths end, 'type:id'.", node=True, positional=True),
             _p("max_hops", _HOPS, 3, "At most this many edges per path."),
-            _p("edge_types", _TYPES, None, "Only these edge types.", http="edge_type"),
+            _p(
+                "edge_types",
+                _TYPES,
+                None,
+                "Follow only this edge type (repeatable).",
+                http="edge_type",
+                cli="--type",
+            ),
             _p("direction", _dir("out", "in", "both"), "out", "Walk forward, back or both."),
             _p("limit", _LIMIT, 100, "At most this many paths."),
         ),
@@ -286,7 +321,14 @@ _SPECS = (
             _p("node", _NODE, doc="Where the walk starts, 'type:id'.", node=True, positional=True),
             _p("direction", _dir("out", "in", "both"), "out", "Walk forward, back or both."),
             _p("max_hops", _HOPS, 2, "At most this many edges away."),
-            _p("edge_types", _TYPES, None, "Only these edge types.", http="edge_type"),
+            _p(
+                "edge_types",
+                _TYPES,
+                None,
+                "Follow only this edge type (repeatable).",
+                http="edge_type",
+                cli="--type",
+            ),
             _p("limit", _LIMIT, 100, "At most this many nodes."),
         ),
         "ReachResult",
@@ -330,6 +372,7 @@ _SPECS = (
                 _BOOL,
                 False,
                 "Closed conflicts too.",
+                cli="--all",
             ),
         ),
         "list[dict[str, Any]]",
