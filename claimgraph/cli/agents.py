@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
-from claimgraph.cli.common import CTX, app, out
+from claimgraph.cli.common import CTX, app, err, out
 from claimgraph.errors import ConfigError
 from claimgraph.service.limits import DEFAULT_LIMITS, Limits
 
@@ -134,11 +134,57 @@ def tools(
     fmt: Annotated[
         str, typer.Option("--format", "-f", help="openai | anthropic | json-schema")
     ] = "json-schema",
+    for_agent: Annotated[
+        str | None,
+        typer.Option(
+            "--for",
+            help="Only the tools this agent's roles allow, from its tokens in the token file.",
+        ),
+    ] = None,
+    role: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only the tools an agent with this role is offered (repeatable; none: an "
+            "agent with no role)."
+        ),
+    ] = None,
+    tokens: Annotated[
+        Path | None, typer.Option(help="Token file for --for (default: DATA/tokens.json).")
+    ] = None,
 ) -> None:
-    """Print the graph's tool definitions for a model host (from the MCP tools' signatures)."""
-    from claimgraph.mcp.toolspec import tool_definitions
+    """Print the graph's tool definitions for a model host (from the MCP tools' signatures).
 
-    out.print(json.dumps(tool_definitions(fmt), indent=2, ensure_ascii=False), markup=False)
+    With --for or --role, only the tools that principal is offered over MCP (a tool whose
+    command needs a role it lacks is left out); their count and size go to stderr."""
+    from claimgraph.mcp.toolspec import tool_definitions
+    from claimgraph.service.principals import ROLES, Principal
+
+    who: Principal | None = None
+    if for_agent is not None and role:
+        raise ConfigError("give --for (an agent of the token file) or --role, not both")
+    if role:
+        unknown = sorted(set(role) - {*ROLES, "none"})
+        if unknown:
+            raise ConfigError(
+                f"unknown role {unknown[0]!r}: the roles are {', '.join(ROLES)} (or none)"
+            )
+        who = Principal("tools", roles=frozenset(role) - {"none"})
+    elif for_agent is not None:
+        from claimgraph.http.auth import TokenFile
+
+        found = TokenFile.load(tokens or CTX.data / "tokens.json").of_agent(for_agent)
+        if not found:
+            raise ConfigError(f"no token of {for_agent!r} in the token file")
+        if len({p.roles for p in found}) > 1:
+            raise ConfigError(f"{for_agent!r} holds tokens with different roles: use --role")
+        who = found[0]
+    defs = tool_definitions(fmt, who)
+    text = json.dumps(defs, indent=2, ensure_ascii=False)
+    out.print(text, markup=False)
+    if who is not None:
+        size = len(json.dumps(defs, separators=(",", ":"), ensure_ascii=False).encode())
+        roles = ", ".join(sorted(who.roles)) or "no role"
+        err.print(f"{len(defs)} tools for {who.agent} ({roles}): {size:,} bytes compact")
 
 
 def register(root: typer.Typer = app) -> None:

@@ -74,6 +74,10 @@ class TokenFile:
     def __repr__(self) -> str:
         return f"TokenFile({self.source!r}, {len(self._by_digest)} principals)"
 
+    def of_agent(self, agent: str) -> list[Principal]:
+        """The principals of ``agent``'s tokens (an agent may hold several)."""
+        return [p for p in self._by_digest.values() if p.agent == agent]
+
     @classmethod
     def load(cls, path: str | Path) -> TokenFile:
         p = Path(path)

@@ -50,17 +50,21 @@ from claimgraph.errors import (
 from claimgraph.mcp.session import AgentSession
 from claimgraph.service.access import STATUS
 from claimgraph.service.inputs import param_type
+from claimgraph.service.principals import Principal
 from claimgraph.service.queries import QUERY_LIMITS
+from claimgraph.service.scoped import may_send
 
 __all__ = [
     "INSTRUCTIONS",
     "MAX_READ_EDGES",
     "MAX_WRITE_CLAIMS",
+    "TOOL_COMMANDS",
     "WRITE_DOCS",
     "ClaimItem",
     "EdgeItem",
     "SessionOf",
     "build_server",
+    "offered",
     "reason_of",
 ]
 
@@ -304,7 +308,26 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
 
     for t in mcp._tool_manager.list_tools():  # docstrings' indentation is not for a model
         t.description = " ".join((t.description or "").split())
+
+    async def list_tools() -> list[Any]:
+        """The tools the caller's roles allow (a resolver's tools only to a resolver)."""
+        who = session_of(mcp.get_context()).identity
+        return [t for t in await FastMCP.list_tools(mcp) if offered(t.name, who)]
+
+    mcp._mcp_server.list_tools()(list_tools)  # type: ignore[no-untyped-call]  # per session
     return mcp
+
+
+# The command each write tool sends (its roles decide who is offered it).
+TOOL_COMMANDS = {s.mcp: s.command for s in WRITES.values() if s.mcp} | {"write_claims": "claim"}
+
+
+def offered(tool: str, principal: Principal | None) -> bool:
+    """Whether ``tool`` is offered to ``principal`` (None: to anyone; every tool is listed
+    then, as ``claimgraph tools`` prints them). A tool whose command needs a role the
+    principal lacks is not listed; called anyway, the service refuses and records it."""
+    ctype = TOOL_COMMANDS.get(tool)
+    return principal is None or ctype is None or may_send(principal, ctype)
 
 
 # what an agent is told of each read tool (its parameters come from the query catalogue)

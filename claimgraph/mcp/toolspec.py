@@ -16,7 +16,8 @@ from typing import Any, Literal
 import anyio
 
 from claimgraph.errors import ConfigError
-from claimgraph.mcp.server import build_server
+from claimgraph.mcp.server import build_server, offered
+from claimgraph.service.principals import Principal
 
 __all__ = ["FORMATS", "mcp_tools", "tool_definitions"]
 
@@ -28,22 +29,25 @@ def _no_session(ctx: Any) -> Any:
     raise ConfigError("tool definitions are listed without a graph; nothing is called")
 
 
-def mcp_tools() -> list[dict[str, Any]]:
-    """The MCP server's tools as (name, description, input schema)."""
+def mcp_tools(principal: Principal | None = None) -> list[dict[str, Any]]:
+    """The MCP server's tools as (name, description, input schema): those offered to
+    ``principal`` (its roles decide), or every tool."""
 
     async def go() -> list[dict[str, Any]]:
         tools = await build_server(_no_session).list_tools()
         return [
             {"name": t.name, "description": t.description or "", "input_schema": t.inputSchema}
             for t in tools
+            if offered(t.name, principal)
         ]
 
     return anyio.run(go)
 
 
-def tool_definitions(fmt: str) -> list[dict[str, Any]]:
-    """Every tool in one vendor's format (see the module docstring)."""
-    tools = mcp_tools()
+def tool_definitions(fmt: str, principal: Principal | None = None) -> list[dict[str, Any]]:
+    """Every tool (or those offered to ``principal``) in one vendor's format (see the module
+    docstring)."""
+    tools = mcp_tools(principal)
     if fmt == "openai":
         return [
             {

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from claimgraph.service.queries import PathsResult, ReachResult
     from claimgraph.service.reads import EdgeRef
 
-__all__ = ["CLIENT", "Scoped"]
+__all__ = ["CLIENT", "Scoped", "may_send", "role_for"]
 
 T = TypeVar("T")
 _log = events("access")
@@ -44,6 +44,20 @@ _ROLE = {
     Sender.RESOLVER: ("resolver", Reason.NOT_RESOLVER),
 }
 _BY = {Sender.TICKER: "the ticker", Sender.INGRESS: "the system"}
+
+
+def role_for(ctype: str) -> str | None:
+    """The role a principal needs to send a client command of type ``ctype`` (None: none)."""
+    role = _ROLE.get(COMMANDS[ctype].sender)
+    return None if role is None else role[0]
+
+
+def may_send(p: Principal, ctype: str) -> bool:
+    """Whether ``p``'s roles let it send ``ctype`` (what :meth:`Scoped.command` checks; a
+    local owner, trusted, may send every client command): the tools and commands offered to
+    a principal are these, so nobody is shown what would only be refused."""
+    role = role_for(ctype)
+    return COMMANDS[ctype].client and (role is None or p.how == "local-owner" or p.has_role(role))
 
 
 class CLIENT:

@@ -1,0 +1,92 @@
+"""Each principal is offered only the tools its roles allow (issue: tools shaped by the
+principal): over /mcp a writer's tools/list has no resolver tool and a resolver's has them;
+called anyway, a hidden tool is refused by the service and the refusal is recorded;
+``claimgraph tools --for/--role`` prints the same sets."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+
+from claimgraph.core.writes import WRITES
+from claimgraph.mcp.server import TOOL_COMMANDS, offered
+from claimgraph.mcp.toolspec import mcp_tools
+from claimgraph.service.principals import Principal
+from claimgraph.service.scoped import role_for
+from tests.mcp_fixtures import served
+from tests.test_transports import _call, _opener
+
+ROOT = Path(__file__).resolve().parent.parent
+RESOLVER_TOOLS = {"resolve_conflict", "escalate_conflict"}
+
+
+def test_the_tools_needing_a_role_are_the_resolver_ones() -> None:
+    """Derived from the commands' senders, not listed by hand: the two resolver moves."""
+    needing = {t for t, c in TOOL_COMMANDS.items() if role_for(c) is not None}
+    assert needing == RESOLVER_TOOLS
+    assert set(TOOL_COMMANDS) == {s.mcp for s in WRITES.values() if s.mcp} | {"write_claims"}
+    writer, owner = Principal("w"), Principal("o", how="local-owner")
+    assert not any(offered(t, writer) for t in RESOLVER_TOOLS)
+    assert all(offered(t, owner) for t in RESOLVER_TOOLS)  # trusted: the governor judges
+    every = {t["name"] for t in mcp_tools()}
+    assert {t["name"] for t in mcp_tools(writer)} == every - RESOLVER_TOOLS
+    assert {t["name"] for t in mcp_tools(Principal("r", roles=frozenset({"resolver"})))} == every
+
+
+def test_over_mcp_a_writer_is_not_offered_resolver_tools_and_is_refused_them(
+    tmp_path: Path,
+) -> None:
+    with served(tmp_path / "g") as (url, g, _sessions):
+        open_ = _opener(url)
+
+        async def go() -> tuple[set[str], set[str], dict[str, object]]:
+            async with open_("inventory") as writer, open_("reviewer") as resolver:
+                mine = {t.name for t in (await writer.list_tools()).tools}
+                theirs = {t.name for t in (await resolver.list_tools()).tools}
+                refused = await _call(writer, "escalate_conflict", conflict_id="cf-x")
+            return mine, theirs, refused
+
+        mine, theirs, refused = anyio.run(go)
+        assert not mine & RESOLVER_TOOLS and "assert_edge" in mine
+        assert theirs >= RESOLVER_TOOLS and mine < theirs
+        assert refused["decision"] == "refused" and refused["reason"] == "not_resolver", refused
+        recorded = [d for _, d in g.decisions(0, 100) if d["reason"] == "not_resolver"]
+        assert recorded and recorded[-1]["agent"] == "inventory"
+
+
+def _tools(*args: str, data: Path) -> tuple[list[dict[str, object]], str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    done = subprocess.run(
+        [sys.executable, "-m", "claimgraph", "--data", str(data), "tools", *args],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+def test_claimgraph_tools_prints_the_set_a_principal_is_offered(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(
+        json.dumps(
+            {
+                "tokens": [
+                    {"agent": "writer", "token": "t-writer-0001"},
+                    {"agent": "judge", "token": "t-judge-0001", "roles": ["resolver"]},
+                ]
+            }
+        )
+    )
+    every, _ = _tools(data=tmp_path)
+    as_writer, said = _tools("--for", "writer", "--tokens", str(tokens), data=tmp_path)
+    as_judge, _ = _tools("--for", "judge", "--tokens", str(tokens), data=tmp_path)
+    no_role, _ = _tools("--role", "none", data=tmp_path)
+    names = [{str(t["name"]) for t in d} for d in (every, as_writer, as_judge, no_role)]
+    assert names[1] == names[3] == names[0] - RESOLVER_TOOLS
+    assert names[2] == names[0]
+    size = len(json.dumps(as_writer, separators=(",", ":"), ensure_ascii=False).encode())
+    assert f"{len(as_writer)} tools for writer (no role): {size:,} bytes" in said, said
