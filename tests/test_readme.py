@@ -72,6 +72,7 @@ INVENTORY: list[tuple[str, str, str]] = [
     ("bash", "up -d --build", "test_compose::test_compose_commands_run_against_a_real_broker"),
     ("toml", "# claimgraph.toml", "test_readme::test_configuration_blocks"),
     ("bash", "claimgraph config show", "test_readme::test_configuration_blocks"),
+    ("python", "mcp.executor import Executor", "test_executor::test_the_executor_block_runs"),
     ("bash", "checkpoint create", "test_cli::test_readme_cli_synopsis_runs"),
     ("bash", "rebuild && claimgraph --data ./g audit", "test_cli::test_readme_cli_synopsis_runs"),
     ("toml", 'log-level = "info,kafka=warning', "test_logging::test_logging_page_config_block"),
