@@ -90,3 +90,40 @@ def test_claimgraph_tools_prints_the_set_a_principal_is_offered(tmp_path: Path) 
     assert names[2] == names[0]
     size = len(json.dumps(as_writer, separators=(",", ":"), ensure_ascii=False).encode())
     assert f"{len(as_writer)} tools for writer (no role): {size:,} bytes" in said, said
+
+
+def test_tools_carry_the_schemas_types_and_follow_a_new_schema(tmp_path: Path) -> None:
+    """edge_type is one of the schema's edge types and a node starts with one of its node
+    types, in every tool that takes them (write_claims' items included); publishing a schema
+    that adds an edge type changes the next tools/list."""
+    from tests.conftest import SCHEMA
+
+    extra = (
+        SCHEMA
+        + """  - name: audits
+    subject: team
+    object: service
+    writers: [{agent: "*"}]
+    cardinality: many-to-many
+    conflict_policy: quarantine
+"""
+    )
+    with served(tmp_path / "g") as (url, g, _sessions):
+        open_ = _opener(url)
+
+        async def listing() -> dict[str, dict[str, object]]:
+            async with open_("inventory") as s:
+                return {t.name: t.inputSchema for t in (await s.list_tools()).tools}
+
+        before = anyio.run(listing)
+        types = sorted(["owns", "runs_in", "lead_of", "depends_on", "calls", "scored"])
+        props = before["assert_edge"]["properties"]
+        assert props["edge_type"]["enum"] == types  # type: ignore[index]
+        assert props["subject"]["pattern"] == "^(database|environment|service|team):."  # type: ignore[index]
+        item = before["write_claims"]["$defs"]["ClaimItem"]["properties"]  # type: ignore[index]
+        assert item["edge_type"]["enum"] == types
+        paths = before["find_paths"]["properties"]["edge_types"]  # type: ignore[index]
+        assert any(a.get("items", {}).get("enum") == types for a in paths["anyOf"]), paths
+        assert g.publish_schema(extra, agent="admin").kind == "accepted"
+        after = anyio.run(listing)
+        assert "audits" in after["assert_edge"]["properties"]["edge_type"]["enum"]  # type: ignore[index]

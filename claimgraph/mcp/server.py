@@ -21,8 +21,10 @@ its reason code (``too_large: ...``, ``too_many: ...``, ``invalid_field: ...``).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
+import re
 from collections.abc import Callable
 from functools import partial
 from typing import Annotated, Any, Literal, TypeVar
@@ -66,6 +68,8 @@ __all__ = [
     "build_server",
     "offered",
     "reason_of",
+    "schema_types",
+    "shaped",
 ]
 
 SessionOf = Callable[[Context[Any, Any, Any]], AgentSession]
@@ -310,12 +314,74 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
         t.description = " ".join((t.description or "").split())
 
     async def list_tools() -> list[Any]:
-        """The tools the caller's roles allow (a resolver's tools only to a resolver)."""
-        who = session_of(mcp.get_context()).identity
-        return [t for t in await FastMCP.list_tools(mcp) if offered(t.name, who)]
+        """The tools the caller's roles allow (a resolver's tools only to a resolver), their
+        edge and node types those of the schema in force at the caller's version."""
+        session = session_of(mcp.get_context())
+        tools = [t for t in await FastMCP.list_tools(mcp) if offered(t.name, session.identity)]
+        types = await anyio.to_thread.run_sync(partial(_counted, session, schema_types))
+        if types is None:
+            return tools
+        return [t.model_copy(update={"inputSchema": shaped(t.inputSchema, *types)}) for t in tools]
 
     mcp._mcp_server.list_tools()(list_tools)  # type: ignore[no-untyped-call]  # per session
     return mcp
+
+
+def schema_types(session: AgentSession) -> tuple[list[str], list[str]] | None:
+    """(edge types, node types) of the schema in force at the session's version (None: no
+    schema yet); parsed once per schema revision."""
+    row = session.scoped.schema_info(at=session.read_version())
+    if row is None:
+        return None
+    return _types_of(row["document"], row.get("source") or "<schema>")
+
+
+@functools.lru_cache(maxsize=8)
+def _types_of(document: str, source: str) -> tuple[list[str], list[str]]:
+    from claimgraph.core.schema import parse_schema
+
+    schema = parse_schema(document, source)
+    return sorted(schema.edge_types), sorted(schema.node_types)
+
+
+_NODE_ARGS = frozenset({"subject", "object", "node", "src", "dst"})
+
+
+def shaped(schema: dict[str, Any], edge_types: list[str], node_types: list[str]) -> dict[str, Any]:
+    """A tool's input schema with the graph schema's types in it: an ``edge_type`` is one of
+    the edge types (an enum), an ``edge_types`` list's items too, and a node argument
+    (``subject``, ``object``, ``node``, ``src``, ``dst``) starts with one of the node types.
+    The governor still decides every write (a stale list is a recorded rejection)."""
+    prefix = "^(" + "|".join(re.escape(t) for t in node_types) + "):." if node_types else None
+
+    def strings(s: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+        if s.get("type") == "string":
+            return {**s, **extra}
+        if "anyOf" in s:
+            return {**s, "anyOf": [strings(a, extra) for a in s["anyOf"]]}
+        if s.get("type") == "array" and isinstance(s.get("items"), dict):
+            return {**s, "items": strings(s["items"], extra)}
+        return s
+
+    def walk(node: Any, key: str = "") -> Any:
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        if key in ("edge_type", "edge_types") and edge_types:
+            return strings(node, {"enum": edge_types})
+        if key in _NODE_ARGS and prefix is not None:
+            return strings(node, {"pattern": prefix})
+        if "properties" in node and isinstance(node["properties"], dict):
+            props = {k: walk(v, k) for k, v in node["properties"].items()}
+            return {
+                **{k: walk(v) for k, v in node.items() if k != "properties"},
+                "properties": props,
+            }
+        return {k: walk(v) for k, v in node.items()}
+
+    out: dict[str, Any] = walk(schema)
+    return out
 
 
 # The command each write tool sends (its roles decide who is offered it).

@@ -398,12 +398,13 @@ class AgentSession:
 
     # -- resources -------------------------------------------------------------------------------
 
-    def _version(self) -> int:
+    def read_version(self) -> int:
+        """The version this session reads at: its run's pinned one, else head."""
         run = self.run()
         return run.version if run is not None else self.scoped.head()
 
     def schema(self) -> dict[str, Any]:
-        v = self._version()
+        v = self.read_version()
         row = self.scoped.schema_info(at=v)
         if row is None:
             return {"schema": None, "explain": "No graph schema is in force yet."}
@@ -419,7 +420,7 @@ class AgentSession:
         (in the schema in force) match it."""
         from claimgraph.core.schema import parse_schema
 
-        row = self.scoped.schema_info(at=self._version())
+        row = self.scoped.schema_info(at=self.read_version())
         writable: list[dict[str, Any]] = []
         if row is not None:
             schema = parse_schema(row["document"], row.get("source", "<schema>"))
