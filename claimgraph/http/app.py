@@ -71,7 +71,7 @@ def create_app(
     app.include_router(runs.router(ctx))
     app.include_router(review.router(ctx))
 
-    @app.get("/healthz", tags=["reads"])
+    @app.get("/healthz", tags=["reads"], operation_id="healthz")
     def healthz() -> dict[str, Any]:
         """Liveness: the graph's name (no token needed)."""
         return {"ok": True, "graph": graph.name}

@@ -67,7 +67,7 @@ def router(ctx: Context) -> APIRouter:
             )
         return receipt_json(rec)
 
-    @r.post("/v1/commands", response_model=BatchOut, name="post_commands")
+    @r.post("/v1/commands", response_model=BatchOut, name="post_commands", operation_id="commands")
     def post_commands(request: Request, body: BatchIn) -> Any:
         """Several commands in one request, decided in order in one synced write.
 
@@ -140,4 +140,4 @@ def _add(r: APIRouter, spec: CommandSpec, body: type[In], write: Any) -> None:
     handler.__name__ = f"post_{spec.type}"
     role = {Sender.ADMIN: " — admin role", Sender.RESOLVER: " — resolver role"}
     handler.__doc__ = spec.summary + role.get(spec.sender, "")
-    r.post(f"/v1/commands/{spec.type}", name=handler.__name__)(handler)
+    r.post(f"/v1/commands/{spec.type}", name=handler.__name__, operation_id=spec.type)(handler)

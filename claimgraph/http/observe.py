@@ -330,12 +330,18 @@ def install(
     if graph is not None:
         _count_decisions(graph, metrics)
 
-    @app.get("/metrics", tags=["reads"], response_class=Response)
+    @app.get(
+        "/metrics",
+        tags=["reads"],
+        response_class=Response,
+        operation_id="metrics",
+        responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
+    )
     def prometheus_metrics() -> Response:
         """Prometheus metrics in the text exposition format (no token needed)."""
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/readyz", tags=["reads"])
+    @app.get("/readyz", tags=["reads"], operation_id="readyz")
     def readyz() -> JSONResponse:
         """Readiness: 200 while the projection is within --ready-lag seconds of the log
         head, else 503 (no token needed)."""

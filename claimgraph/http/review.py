@@ -49,6 +49,7 @@ def router(ctx: Context) -> APIRouter:
         tags=["reads"],
         responses={200: {"content": {"image/svg+xml": {}}}, **PROBLEM_RESPONSES},
         response_class=Response,
+        operation_id="neighborhood_svg",
     )
     async def neighborhood(
         request: Request,
