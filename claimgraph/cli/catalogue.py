@@ -74,6 +74,8 @@ def _help(p: Param) -> str:
         return f"{p.name.replace('_', ' ').capitalize()} {_other(p)} (default: {p.default}): {text}"
     if d.kind is Kind.ENUM:
         text += f" ({', '.join(d.values)})"
+    if p.time:
+        text += " ISO 8601 text is taken too."
     return text
 
 
