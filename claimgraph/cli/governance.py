@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from claimgraph.cli.catalogue import add_write
 from claimgraph.cli.common import HelpGroup, emit, graph_session, print_receipt, say
 from claimgraph.core.commands import cut
 from claimgraph.errors import InputError, NotFoundError
@@ -116,20 +117,6 @@ def escalations_cmd(
             say(f"v{version}: no {what}")
         for p in ps:
             _print_payload(p, full=False)
-
-
-def escalate_cmd(
-    conflict_id: Annotated[str, typer.Argument(help="The conflict, e.g. cf:...")],
-    agent: Annotated[str, typer.Option("--agent", "-a", help="A resolver principal.")],
-    reason: Annotated[str, typer.Option(help="Why a person must decide.")] = "escalated",
-    as_json: JsonOpt = False,
-) -> None:
-    """Hand a conflict to a person: it stays quarantined and is listed by `escalations`."""
-    with graph_session() as g:
-        r = g.escalate(conflict_id, agent=agent, reason=reason, resolver="cli")
-        print_receipt(r, as_json)
-        if r.kind == "rejected":
-            raise typer.Exit(1)
 
 
 def tick_cmd(
@@ -300,7 +287,13 @@ def calibration_cmd(
 
 def register(app: typer.Typer) -> None:
     app.command("escalations", rich_help_panel="Govern")(escalations_cmd)
-    app.command("escalate", rich_help_panel="Govern")(escalate_cmd)
+    add_write(
+        app,
+        "escalate",
+        "escalate",
+        "Hand a conflict to a person: it stays quarantined and is listed by `escalations`.",
+        panel="Govern",
+    )
     app.command("tick", rich_help_panel="Govern")(tick_cmd)
     app.command("ticker", rich_help_panel="Govern")(ticker_cmd)
     app.command("calibration", rich_help_panel="Govern")(calibration_cmd)

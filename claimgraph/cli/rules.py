@@ -6,14 +6,13 @@ from typing import Annotated
 
 import typer
 
+from claimgraph.cli.catalogue import add_write
 from claimgraph.cli.common import (
     CTX,
-    AgentOpt,
     HelpGroup,
     JsonOpt,
     emit,
     graph_session,
-    print_receipt,
     say,
 )
 from claimgraph.core.governor.revisions import CHANGES, CURRENT, LEGACY
@@ -46,18 +45,14 @@ def rules_show(as_json: JsonOpt = False) -> None:
         say(f"upgrade with: claimgraph rules upgrade --to {CURRENT} --agent ADMIN")
 
 
-@rules_app.command("upgrade")
-def rules_upgrade(
-    to: Annotated[int, typer.Option("--to", help="The revision to take effect.")] = CURRENT,
-    agent: AgentOpt = "admin",
-    as_json: JsonOpt = False,
-) -> None:
-    """Move the graph to a newer rules revision from now on (an admin, through the log)."""
-    with graph_session() as g:
-        r = g.upgrade_rules(to, agent=agent)
-        print_receipt(r, as_json)
-        if r.kind == "rejected":
-            raise typer.Exit(1)
+add_write(
+    rules_app,
+    "upgrade",
+    "upgrade_rules",
+    "Move the graph to a newer rules revision from now on (an admin, through the log).",
+    path="rules upgrade",
+    defaults={"to": CURRENT},
+)
 
 
 def digest(

@@ -9,7 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from claimgraph.cli.common import CTX, HelpGroup, emit, graph_session, print_receipt, say
+from claimgraph.cli.catalogue import add_write
+from claimgraph.cli.common import CTX, HelpGroup, emit, graph_session, say
 from claimgraph.cli.tokens import serve_tokens, watch_schema
 from claimgraph.errors import ConfigError, IntegrityError
 from claimgraph.http.limits import HTTP_LIMITS, HttpLimits
@@ -146,54 +147,14 @@ def _signer(path: Path | None) -> Any:
     return Signer.load(path) if path is not None else None
 
 
-SignOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--sign-with", help="Sign the command with this private key (a graph with keys needs it)."
-    ),
-]
-
-
-@key_app.command("register")
-def key_register(
-    key_id: Annotated[str, typer.Argument(help="The key's id.")],
-    public_key: Annotated[str, typer.Argument(help="The raw Ed25519 public key, hex.")],
-    key_agent: Annotated[
-        str, typer.Option("--for", help="Agent pattern the key may sign for ('*': an ingress).")
-    ],
-    agent: Annotated[str, typer.Option("--agent", "-a", help="The admin registering it.")],
-    sign_with: SignOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Register a public key (admin); from then on the graph requires signed commands."""
-    try:
-        raw = bytes.fromhex(public_key)
-    except ValueError:
-        raise ConfigError(
-            "the public key must be hex (claimgraph key generate prints it)"
-        ) from None
-    with graph_session() as g:
-        g.signer = _signer(sign_with)
-        r = g.register_key(key_id, key_agent, raw, agent=agent)
-    print_receipt(r, as_json)
-    if r.kind == "rejected":
-        raise typer.Exit(1)
-
-
-@key_app.command("revoke")
-def key_revoke(
-    key_id: Annotated[str, typer.Argument(help="The key's id.")],
-    agent: Annotated[str, typer.Option("--agent", "-a", help="The admin revoking it.")],
-    sign_with: SignOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Revoke a signing key (admin)."""
-    with graph_session() as g:
-        g.signer = _signer(sign_with)
-        r = g.revoke_key(key_id, agent=agent)
-    print_receipt(r, as_json)
-    if r.kind == "rejected":
-        raise typer.Exit(1)
+add_write(
+    key_app,
+    "register",
+    "register_key",
+    "Register a public key (admin); from then on the graph requires signed commands.",
+    path="key register",
+)
+add_write(key_app, "revoke", "revoke_key", "Revoke a signing key (admin).", path="key revoke")
 
 
 # -- serve --------------------------------------------------------------------------------------

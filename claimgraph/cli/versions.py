@@ -15,7 +15,8 @@ from typing import Annotated, Any
 
 import typer
 
-from claimgraph.cli.common import CTX, HelpGroup, emit, graph_session, print_receipt, progress, say
+from claimgraph.cli.catalogue import add_write
+from claimgraph.cli.common import CTX, HelpGroup, emit, graph_session, progress, say
 from claimgraph.core.commands import cut
 from claimgraph.errors import ConfigError, NotFoundError, StorageError
 
@@ -311,28 +312,6 @@ def replica_status(as_json: JsonOpt = False) -> None:
 # -- erasure ----------------------------------------------------------------------------------
 
 
-def erase(
-    claim_ids: Annotated[list[str], typer.Argument(help="Claim ids (their command ids).")],
-    reason: Annotated[
-        str, typer.Option("--reason", help="The basis of the erasure, e.g. a request id.")
-    ],
-    agent: Annotated[str, typer.Option("--agent", "-a", help="An admin principal.")] = "admin",
-    as_json: JsonOpt = False,
-) -> None:
-    """Erase claims' payload (evidence, reasoning, properties) from every read at every version,
-    for PRIVACY requests. Not for correcting wrong data: retract or resolve for that. The
-    claims stay in the graph; the logs keep their bytes (docs/how-to/versions.md)."""
-
-    failed = False
-    with graph_session() as g:
-        for claim_id in claim_ids:
-            r = g.erase(claim_id, agent=agent, reason=reason)
-            print_receipt(r, as_json)
-            failed = failed or r.kind == "rejected"
-    if failed:
-        raise typer.Exit(1)
-
-
 # -- rebuild ----------------------------------------------------------------------------------
 
 
@@ -377,5 +356,14 @@ def register(app: typer.Typer) -> None:
     app.add_typer(pin_app, name="pin", rich_help_panel="Versions and retention")
     app.add_typer(checkpoint_app, name="checkpoint", rich_help_panel="Versions and retention")
     app.add_typer(replica_app, name="replica", rich_help_panel="Versions and retention")
-    app.command("erase", rich_help_panel="Versions and retention")(erase)
+    add_write(
+        app,
+        "erase",
+        "erase",
+        "Erase claims' payload (evidence, reasoning, properties) from every read at every "
+        "version, for PRIVACY requests. Not for correcting wrong data: retract or resolve for "
+        "that. The claims stay in the graph; the logs keep their bytes (docs/how-to/versions.md).",
+        panel="Versions and retention",
+        many="claim_id",
+    )
     app.command("rebuild", rich_help_panel="Versions and retention")(rebuild)

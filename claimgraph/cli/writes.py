@@ -5,18 +5,17 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Annotated
 
 import typer
 
+from claimgraph.cli.catalogue import AGENT, add_write
 from claimgraph.cli.common import (
     CTX,
     AgentOpt,
     AtOpt,
     JsonOpt,
-    TaskOpt,
     app,
     emit,
     emit_lines,
@@ -26,15 +25,12 @@ from claimgraph.cli.common import (
     print_receipt,
     progress,
     schema_app,
-    when,
 )
-from claimgraph.core.commands import cut
 from claimgraph.core.schema import fail_closed_warnings
-from claimgraph.errors import ClaimgraphError, InputError, NotFoundError
+from claimgraph.errors import ClaimgraphError, NotFoundError
 from claimgraph.service.attached import local_graph
 from claimgraph.service.bounded import INPUT_LIMITS, InputLimits
 from claimgraph.service.graph import Graph
-from claimgraph.service.inputs import now_millis, parse_command
 from claimgraph.service.jsonlines import line_record, read_lines
 from claimgraph.service.schemas import load_schema_file
 
@@ -187,155 +183,43 @@ def _submit_chunk(g: Graph, chunk: list[bytes]) -> int:
     return sum(r.kind == "rejected" for r in receipts)
 
 
-def _claim_cmd(polarity: str) -> Callable[..., None]:
-    def command(
-        edge_type: Annotated[str, typer.Argument(help="Edge type, e.g. deployment_target.")],
-        subject: Annotated[str, typer.Argument(help="Subject node as type:id.")],
-        obj: Annotated[str, typer.Argument(metavar="OBJECT", help="Object node as type:id.")],
-        agent: AgentOpt = ...,  # type: ignore[assignment]
-        task: TaskOpt = "",
-        confidence: Annotated[float, typer.Option(help="Confidence in [0, 1].")] = 1.0,
-        evidence: Annotated[
-            list[str] | None, typer.Option("--evidence", "-e", help="A data source (repeatable).")
-        ] = None,
-        reasoning: Annotated[str, typer.Option(help="Why the agent believes it.")] = "",
-        asserted_at: Annotated[
-            str | None, typer.Option(help="Event time (ISO 8601 or ms); default now.")
-        ] = None,
-        based_on: Annotated[
-            int | None,
-            typer.Option("--based-on", help="The version the agent read before claiming."),
-        ] = None,
-        prop: Annotated[
-            list[str] | None, typer.Option("--prop", help="A property as key=value (repeatable).")
-        ] = None,
-        run_id: Annotated[str | None, typer.Option("--run", help="Run id.")] = None,
-        command_id: Annotated[str | None, typer.Option("--id", help="Command id.")] = None,
-        as_json: JsonOpt = False,
-    ) -> None:
-        props = {}
-        for p in prop or []:
-            k, sep, v = p.partition("=")
-            if not sep:
-                raise InputError(f"--prop {cut(p)}: expected key=value")
-            props[k] = v
-        obj_json = {
-            "type": polarity,
-            "edge_type": edge_type,
-            "subject": subject,
-            "object": obj,
-            "agent": agent,
-            "task": task,
-            "confidence": confidence,
-            "evidence": evidence or [],
-            "reasoning": reasoning,
-            "asserted_at": when(asserted_at) or now_millis(),
-            "based_on_version": based_on,
-            "properties": props,
-            "run_id": run_id,
-            "command_id": command_id,
-        }
-        with graph_session() as g:
-            r = g.submit([parse_command(obj_json, g.name)])[0]
-            print_receipt(r, as_json)
-            if r.kind == "rejected":
-                raise typer.Exit(1)
+# The writes as the write catalogue declares them (claimgraph.cli.catalogue.write_command):
+# only their command names, help texts and the command line's own defaults are written here.
+_CLAIM_HELP = """{verb}
 
-    command.__doc__ = (
-        "Assert that an edge holds."
-        if polarity == "assert"
-        else "Deny that an edge holds (a claim of absence)."
-    )
-    return command
-
-
-app.command("assert", rich_help_panel="Write")(_claim_cmd("assert"))
-app.command("deny", rich_help_panel="Write")(_claim_cmd("deny"))
-
-
-@app.command(rich_help_panel="Write")
-def retract(
-    claim_id: Annotated[str, typer.Argument(help="The claim (its command id).")],
-    agent: AgentOpt = ...,  # type: ignore[assignment]
-    task: TaskOpt = "",
-    reason: Annotated[str, typer.Option(help="Why it is withdrawn.")] = "",
-    run_id: Annotated[str | None, typer.Option("--run", help="Run id.")] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Withdraw one's own claim: it leaves head and stays readable at older versions."""
-    with graph_session() as g:
-        r = g.retract(claim_id, agent=agent, task=task, reason=reason, run_id=run_id)
-        print_receipt(r, as_json)
-        if r.kind == "rejected":
-            raise typer.Exit(1)
-
-
-@app.command(rich_help_panel="Govern")
-def resolve(
-    conflict_id: Annotated[str, typer.Argument(help="The conflict, e.g. cf:...")],
-    agent: AgentOpt = ...,  # type: ignore[assignment]
-    winner: Annotated[str | None, typer.Option(help="The winning claim id.")] = None,
-    reject_all: Annotated[bool, typer.Option("--reject-all", help="Reject every claim.")] = (False),
-    rationale: Annotated[str, typer.Option(help="Why.")] = "",
-    resolver: Annotated[
-        str | None,
-        typer.Option(
-            help="Which resolver this verdict is, recorded in the log and named in the "
-            "decision (default: the --agent, who decided)."
-        ),
-    ] = None,
-    as_json: JsonOpt = False,
-) -> None:
+SUBJECT and OBJECT are nodes as type:id. A time is ms since the epoch or ISO 8601 text.
+"""
+add_write(
+    app, "assert", "assert_", _CLAIM_HELP.format(verb="Assert that an edge holds."), panel="Write"
+)
+add_write(
+    app,
+    "deny",
+    "deny",
+    _CLAIM_HELP.format(verb="Deny that an edge holds (a claim of absence)."),
+    panel="Write",
+)
+add_write(
+    app,
+    "retract",
+    "retract",
+    "Withdraw one's own claim: it leaves head and stays readable at older versions.",
+    panel="Write",
+)
+add_write(
+    app,
+    "resolve",
+    "resolve",
     """A resolver's verdict on a quarantined or escalated conflict: a winner or reject all.
 
-    In fail-closed domains (payment, refund, permission) only principals.humans may pick
-    an outcome other than the conservative ones.
-    """
-    if (winner is None) == (not reject_all):
-        raise InputError("give exactly one of --winner CLAIM_ID or --reject-all")
-    with graph_session() as g:
-        r = g.resolve(
-            conflict_id,
-            agent=agent,
-            winner=winner,
-            resolver=resolver or agent,
-            rationale=rationale,
-        )
-        print_receipt(r, as_json)
-        if r.kind == "rejected":
-            raise typer.Exit(1)
-
-
-@app.command(rich_help_panel="Govern")
-def grant(
-    grantee: Annotated[str, typer.Argument(help="Agent (pattern) receiving the grant.")],
-    edge_type: Annotated[str, typer.Argument(help="Edge type, or * for all.")],
-    agent: AgentOpt = "admin",
-    grantee_task: Annotated[str, typer.Option("--grantee-task", help="Task pattern.")] = "*",
-    expires_at: Annotated[str | None, typer.Option(help="Log time it lapses (ISO or ms).")] = (
-        None
-    ),
-    as_json: JsonOpt = False,
-) -> None:
-    """Grant extra write scope for an edge type (admin only)."""
-    with graph_session() as g:
-        r = g.grant(
-            grantee, edge_type, agent=agent, grantee_task=grantee_task, expires_at=when(expires_at)
-        )
-        print_receipt(r, as_json)
-        if r.kind == "rejected":
-            raise typer.Exit(1)
-
-
-@app.command(rich_help_panel="Govern")
-def revoke(
-    grant_id: Annotated[str, typer.Argument(help="The grant's command id.")],
-    agent: AgentOpt = "admin",
-    as_json: JsonOpt = False,
-) -> None:
-    """Revoke a grant (admin only)."""
-    with graph_session() as g:
-        r = g.revoke(grant_id, agent=agent)
-        print_receipt(r, as_json)
-        if r.kind == "rejected":
-            raise typer.Exit(1)
+    The verdict is recorded as the --agent's unless --resolver names another. In fail-closed
+    domains (payment, refund, permission) only principals.humans may pick an outcome other than
+    the conservative ones.
+    """,
+    panel="Govern",
+    defaults={"resolver": AGENT},
+)
+add_write(
+    app, "grant", "grant", "Grant extra write scope for an edge type (admin only).", panel="Govern"
+)
+add_write(app, "revoke", "revoke", "Revoke a grant (admin only).", panel="Govern")

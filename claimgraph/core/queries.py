@@ -77,10 +77,14 @@ class Param:
     # The CLI (claimgraph.cli.catalogue): a required parameter is an argument, the others
     # options named ``--<http or name>`` unless ``cli`` names the flag; ``switch``: an enum of
     # two values as one flag (``cli``) picking the other one; ``time``: an int of ms since the
-    # epoch that the CLI (like JSON Lines) also takes as ISO 8601 text.
+    # epoch that the CLI (like JSON Lines) also takes as ISO 8601 text. ``cli`` may name a
+    # short form after the long one (``--evidence -e``); a write's required parameter with a
+    # ``cli`` flag is a required option, and ``cli_none`` names the flag that sends its None
+    # (``--reject-all`` for resolve's winner).
     cli: str = ""
     switch: bool = False
     time: bool = False
+    cli_none: str = ""
 
     @property
     def required(self) -> bool:

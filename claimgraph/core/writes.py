@@ -108,6 +108,7 @@ _CLAIM_PARAMS = (
         (),
         "Where this comes from: data sources, ticket or log ids, URLs.",
         annotation=_SEQ,
+        cli="--evidence -e",
     ),
     _f("claim", "reasoning", "", "Why you claim this, in a sentence or two."),
     _f(
@@ -123,6 +124,7 @@ _CLAIM_PARAMS = (
         None,
         "The version your claim is based on (the 'version' of the read you acted on); in a "
         "run, its pinned version unless given.",
+        cli="--based-on",
     ),
     _f(
         "claim",
@@ -130,8 +132,9 @@ _CLAIM_PARAMS = (
         None,
         "Properties of the edge: names (ids) to text.",
         annotation="dict[str, str] | None",
+        cli="--prop",
     ),
-    _f("claim", "run_id", None, "The run the claim is written in."),
+    _f("claim", "run_id", None, "The run the claim is written in.", cli="--run"),
 )
 
 
@@ -165,7 +168,7 @@ _SPECS = (
         (
             _f("retract", "claim_id", doc="The claim_id a write returned.", positional=True),
             _f("retract", "reason", "", "Why it is withdrawn."),
-            _f("retract", "run_id", None, "The run the retraction is written in."),
+            _f("retract", "run_id", None, "The run the retraction is written in.", cli="--run"),
         ),
         mcp="retract_claim",
     ),
@@ -176,7 +179,13 @@ _SPECS = (
         "(JSON text) records what the resolver saw and decided on.",
         (
             _f("resolve", "conflict_id", doc="The conflict to decide.", positional=True),
-            _f("resolve", "winner", doc="The winning claim_id (none: reject every claim)."),
+            _f(
+                "resolve",
+                "winner",
+                doc="The winning claim_id (none: reject every claim).",
+                cli="--winner",
+                cli_none="--reject-all",
+            ),
             _f("resolve", "resolver", "human", "Who decides: human, agent or a resolver's name."),
             _f("resolve", "rationale", "", "Why this claim wins."),
             _f("resolve", "inputs", "", "JSON: what the resolver saw and decided on."),
@@ -252,7 +261,13 @@ _SPECS = (
         "Register an Ed25519 public key (admin only); the graph then requires signatures.",
         (
             _f("register_key", "key_id", doc="The key's id.", positional=True),
-            _f("register_key", "key_agent", doc="The agent it signs for.", positional=True),
+            _f(
+                "register_key",
+                "key_agent",
+                doc="The agent pattern it signs for ('*': an ingress).",
+                positional=True,
+                cli="--for",
+            ),
             _f("register_key", "public_key", doc="The raw key (hex over JSON).", positional=True),
         ),
         task=False,
@@ -269,7 +284,15 @@ _SPECS = (
         "upgrade_rules",
         "Move the graph to governor rules revision to from now on (admin only); decisions "
         "already made keep the revision they were made under.",
-        (_f("upgrade_rules", "to", doc="The rules revision to take effect.", positional=True),),
+        (
+            _f(
+                "upgrade_rules",
+                "to",
+                doc="The rules revision to take effect.",
+                positional=True,
+                cli="--to",
+            ),
+        ),
         task=False,
     ),
     WriteSpec(
