@@ -251,3 +251,49 @@ def test_a_projection_of_layout_1_is_projected_again(kafka_broker: Any, tmp_path
             assert same(after[key], value), key
     finally:
         again.close()
+
+
+def test_a_fatal_producer_error_that_is_no_fence_costs_a_new_producer(kafka_broker: Any) -> None:
+    """A fatal producer error other than a fence (librdkafka's INVALID_TXN_STATE after a broker
+    restart) drops that producer and starts again: the open transaction is aborted, every
+    command is decided once; a fence, or the same failure four times without a commit
+    between, stops the governor."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from claimgraph.streams.kafka import FATAL_RESTARTS
+
+    cfg = fresh_config(kafka_broker.bootstrap, partitions=1)
+    g = KafkaGraph(cfg, "test")
+    g.commands.append([_tick(i) for i in range(20)])
+    gov = KafkaGovernor(cfg, 0)
+    gov.start()
+    assert gov.run(max_commands=21) == 21
+    old = gov._producer
+    assert old is not None
+    old.begin_transaction()  # an open transaction with a decision in it, never committed
+    old.produce(cfg.decisions_topic, value=b"x", key=b"test", partition=0)
+    old.flush(10)
+    fatal = KafkaException(KafkaError(KafkaError.INVALID_TXN_STATE, "after a restart", fatal=True))
+    gov._recover(fatal)
+    assert gov._producer is not None and gov._producer is not old
+    g.commands.append([_tick(i) for i in range(20, 30)])
+    assert gov.run(max_commands=10) == 10
+    inputs = [
+        decode_decision(r.value)["input_offset"]
+        for r, _ in read_partition(cfg, cfg.decisions_topic, 0)
+    ]
+    assert sorted(inputs) == list(range(31)) == inputs  # the open transaction's record: aborted
+    assert verify_partition(cfg, 0) == (31, 31)
+
+    for _ in range(FATAL_RESTARTS):  # no commit between them: the counter runs on
+        gov._recover(fatal)
+    with pytest.raises(GovernorFenced, match="failed fatally 4 times in a row"):
+        gov._recover(fatal)
+    gov.close()
+    fenced = KafkaGovernor(cfg, 0)
+    fenced.start()
+    fence = KafkaException(KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True))
+    with pytest.raises(GovernorFenced, match="was fenced"):
+        fenced._recover(fence)
+    fenced.close()
+    g.close()

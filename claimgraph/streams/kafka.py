@@ -274,6 +274,7 @@ class KafkaGovernor:
         self._consumer: Consumer | None = None
         self._presence: Consumer | None = None
         self._stop = False
+        self._fatal_restarts = 0  # fatal producer errors since the last commit
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -644,6 +645,7 @@ class KafkaGovernor:
             offsets = self.states[graph].offsets
             if offsets is not None:  # None: the bucket of records of no graph (accepts nothing)
                 offsets.append(offset)
+        self._fatal_restarts = 0
         self.stats.transactions += 1
         self.stats.commands += len(decided)
         by = self.stats.decisions_by_kind
@@ -724,26 +726,42 @@ class KafkaGovernor:
         return False
 
     def _recover(self, exc: KafkaException) -> None:
-        """Abort the transaction, and rebuild state and position from what is committed."""
+        """Abort the transaction, and rebuild state and position from what is committed.
+
+        A fence (a newer governor took the partition) stops this one. Any other fatal error
+        leaves only this producer unusable (librdkafka raises INVALID_TXN_STATE after a broker
+        restart): the governor drops it and starts again, and the new producer's
+        ``init_transactions`` aborts what the old one left open. At most
+        ``FATAL_RESTARTS`` of those in a row without a commit between them: then it stops."""
         err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
         producer = self._producer
         assert producer is not None
-        fatal = err is not None and (
-            err.fatal()
-            or err.code()
-            in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
-        )
-        if fatal:
+        if err is not None and _fenced(err):
             _log.error(
                 "governor.fenced",
                 partition=self.partition,
                 owner=self.owner,
-                error=err.str() if err else str(exc),
+                error=err.str(),
             )
-            raise GovernorFenced(
-                f"governor for partition {self.partition} was fenced or "
-                f"failed fatally: {err.str() if err else exc}"
+            raise GovernorFenced(f"governor for partition {self.partition} was fenced: {err.str()}")
+        if err is not None and err.fatal():
+            self._fatal_restarts += 1
+            if self._fatal_restarts > FATAL_RESTARTS:
+                _log.error("governor.failed", partition=self.partition, error=err.str())
+                raise GovernorFenced(
+                    f"governor for partition {self.partition} failed fatally "
+                    f"{self._fatal_restarts} times in a row without a commit: {err.str()}"
+                )
+            self.stats.aborts += 1
+            _log.warning(
+                "governor.producer_failed",
+                partition=self.partition,
+                error=err.str(),
+                restart=self._fatal_restarts,
             )
+            self._producer = None  # unusable: the next one's init_transactions aborts its txn
+            self._restart_quietly()
+            return
         self.stats.aborts += 1
         _log.warning("governor.abort", partition=self.partition, error=str(exc))
         try:
@@ -754,7 +772,8 @@ class KafkaGovernor:
         except KafkaException as again:
             err2 = again.args[0] if again.args else None
             if isinstance(err2, KafkaError) and err2.fatal():
-                raise GovernorFenced(f"cannot abort the transaction: {again}") from None
+                self._recover(again)  # a fence stops; any other fatal error: a new producer
+                return
             # the broker may be away; a new producer with the same transactional.id will
             # abort the open transaction when it initialises
         self._restart_quietly()
@@ -780,6 +799,17 @@ class KafkaGovernor:
             except (KafkaException, StorageError, ClaimgraphError) as exc:
                 _log.warning("governor.retry", partition=self.partition, error=str(exc))
                 time.sleep(1.0)
+
+
+# Fatal producer errors (not fences) a governor recovers from in a row, with a new producer,
+# before it stops: a broker restart costs one; a producer failing at every start is a fault.
+FATAL_RESTARTS = 3
+_FENCE_CODES = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
+
+
+def _fenced(err: KafkaError) -> bool:
+    """Whether the error says a newer producer of the same transactional id took over."""
+    return err.code() in _FENCE_CODES or (err.fatal() and "fenced" in err.str().lower())
 
 
 def _decoded(logged: bytes) -> Decision | None:
