@@ -52,7 +52,7 @@ $(STAMP): pyproject.toml setup.py
 	@$(BIN)/python -m pip uninstall --quiet --yes claimgraph-native 2>/dev/null || true
 	@test -n "$(HAS_CARGO)" || echo $(NO_CARGO) >&2
 	PATH="$(CARGO_PATH)" $(BIN)/python -m pip install --progress-bar off --no-build-isolation \
-	  -e '.[dev,kafka,http,mcp,export,examples,docs]' >&2
+	  -e '.[dev,kafka,http,mcp,export,examples,langgraph,docs]' >&2
 	@find "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/claimgraph" \
 	  -depth -type d -empty -delete 2>/dev/null || true
 	@touch $(STAMP) $(NATIVE_STAMP)

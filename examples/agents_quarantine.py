@@ -8,7 +8,7 @@ each agent's turns, choosing tool calls from what the previous tools returned, a
 arguments against the tool definitions ``claimgraph tools --format openai`` prints (the same
 schemas a real model is given).
 
-    python examples/agents_quarantine.py            # prints the transcript
+    python examples/agents_quarantine.py   # prints every tool call, its result, the transcript
 
 1. ``inventory-agent`` asserts that service:checkout owns database:orders.
 2. ``dba-agent`` finds grants saying service:billing owns it: the governor quarantines the
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from agents import Agent, Runner, set_tracing_disabled
+from agents import Agent, RunHooks, Runner, set_tracing_disabled
 from agents.items import ModelResponse
 from agents.mcp import MCPServerStreamableHttp
 from agents.models.interface import Model
@@ -248,6 +248,25 @@ def serve(data: Path, tokens: dict[str, str]) -> Iterator[tuple[str, Any]]:
         g.close()
 
 
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class PrintCalls(RunHooks[Any]):
+    """Print every tool call an agent makes and the result it gets back."""
+
+    def __init__(self, agent: str, out: Callable[[str], None]) -> None:
+        self.agent, self.out = agent, out
+
+    async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
+        args = getattr(context, "tool_arguments", "")
+        self.out(f"[{self.agent}] -> {tool.name}({_short(args)})")
+
+    async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: object) -> None:
+        self.out(f"[{self.agent}] <- {tool.name}: {_short(str(result))}")
+
+
 async def run_agent(url: str, agent: str, token: str, say_: Callable[[str], None]) -> str:
     task, steps = SCRIPTS[agent]
     params = {"url": f"{url}/mcp", "headers": {"Authorization": f"Bearer {token}"}}
@@ -266,7 +285,7 @@ async def run_agent(url: str, agent: str, token: str, say_: Callable[[str], None
         # each agent works in a run it starts (the dba in its audit task); the session
         # remembers it, so the tool calls below need not name it
         await mcp.call_tool("start_run", {"task": "audit-grants"} if agent == "dba-agent" else {})
-        result = await Runner.run(a, task)
+        result = await Runner.run(a, task, hooks=PrintCalls(agent, say_))
         info = await mcp.call_tool("end_run", {})
         say_(f"[{agent}] {result.final_output}")
         return str(json.loads(info.content[0].text)["ended"])  # type: ignore[union-attr]

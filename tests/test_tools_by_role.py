@@ -127,3 +127,28 @@ def test_tools_carry_the_schemas_types_and_follow_a_new_schema(tmp_path: Path) -
         assert g.publish_schema(extra, agent="admin").kind == "accepted"
         after = anyio.run(listing)
         assert "audits" in after["assert_edge"]["properties"]["edge_type"]["enum"]  # type: ignore[index]
+
+
+def test_a_local_owner_is_offered_the_roles_the_schema_gives_it(tmp_path: Path) -> None:
+    """A local owner (``claimgraph mcp --agent``) has no roles of its own: its listing follows
+    the schema in force — resolver tools only for a schema resolver, before any schema all."""
+    import claimgraph
+    from claimgraph.mcp.executor import Executor
+    from claimgraph.mcp.server import schema_in_force
+    from tests.conftest import SCHEMA
+
+    resolver_tools = {t for t, c in TOOL_COMMANDS.items() if role_for(c) == "resolver"}
+    assert resolver_tools == {"resolve_conflict", "escalate_conflict"}
+    with claimgraph.open(tmp_path / "g", create=True) as g:
+
+        def listed(agent: str) -> set[str]:
+            with Executor(g, agent=agent) as ex:
+                schema = schema_in_force(ex.session)
+                return {t["name"] for t in mcp_tools(ex.principal, schema)}
+
+        assert resolver_tools <= listed("tracer")  # no schema yet: nothing says otherwise
+        g.publish_schema(SCHEMA, agent="admin")
+        assert not resolver_tools & listed("tracer")
+        assert resolver_tools <= listed("reviewer")  # principals.resolvers
+        assert resolver_tools <= listed("admin")  # an admin resolves too
+        assert "assert_edge" in listed("tracer")

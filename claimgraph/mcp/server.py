@@ -38,6 +38,7 @@ from claimgraph import __version__
 from claimgraph.core.commands import COMMANDS, Kind
 from claimgraph.core.model import LIMITS
 from claimgraph.core.queries import QUERIES, Param, QuerySpec
+from claimgraph.core.schema import GraphSchema
 from claimgraph.core.writes import WRITES, WriteSpec
 from claimgraph.errors import (
     AuthError,
@@ -54,7 +55,7 @@ from claimgraph.service.access import STATUS
 from claimgraph.service.inputs import param_type
 from claimgraph.service.principals import Principal
 from claimgraph.service.queries import QUERY_LIMITS
-from claimgraph.service.scoped import may_send
+from claimgraph.service.scoped import may_send, role_for
 
 __all__ = [
     "INSTRUCTIONS",
@@ -317,31 +318,39 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
         """The tools the caller's roles allow (a resolver's tools only to a resolver), their
         edge and node types those of the schema in force at the caller's version."""
         session = session_of(mcp.get_context())
-        tools = [t for t in await FastMCP.list_tools(mcp) if offered(t.name, session.identity)]
-        types = await anyio.to_thread.run_sync(partial(_counted, session, schema_types))
-        if types is None:
+        schema = await anyio.to_thread.run_sync(partial(_counted, session, schema_in_force))
+        who = session.identity
+        tools = [t for t in await FastMCP.list_tools(mcp) if offered(t.name, who, schema)]
+        if schema is None:
             return tools
+        types = sorted(schema.edge_types), sorted(schema.node_types)
         return [t.model_copy(update={"inputSchema": shaped(t.inputSchema, *types)}) for t in tools]
 
     mcp._mcp_server.list_tools()(list_tools)  # type: ignore[no-untyped-call]  # per session
     return mcp
 
 
-def schema_types(session: AgentSession) -> tuple[list[str], list[str]] | None:
-    """(edge types, node types) of the schema in force at the session's version (None: no
-    schema yet); parsed once per schema revision."""
+def schema_in_force(session: AgentSession) -> GraphSchema | None:
+    """The schema in force at the session's version (None: none yet), parsed once per
+    schema document."""
     row = session.scoped.schema_info(at=session.read_version())
     if row is None:
         return None
-    return _types_of(row["document"], row.get("source") or "<schema>")
+    return _parsed(row["document"], row.get("source") or "<schema>")
+
+
+def schema_types(session: AgentSession) -> tuple[list[str], list[str]] | None:
+    """(edge types, node types) of the schema in force at the session's version (None: no
+    schema yet)."""
+    s = schema_in_force(session)
+    return None if s is None else (sorted(s.edge_types), sorted(s.node_types))
 
 
 @functools.lru_cache(maxsize=8)
-def _types_of(document: str, source: str) -> tuple[list[str], list[str]]:
+def _parsed(document: str, source: str) -> GraphSchema:
     from claimgraph.core.schema import parse_schema
 
-    schema = parse_schema(document, source)
-    return sorted(schema.edge_types), sorted(schema.node_types)
+    return parse_schema(document, source)
 
 
 _NODE_ARGS = frozenset({"subject", "object", "node", "src", "dst"})
@@ -388,12 +397,26 @@ def shaped(schema: dict[str, Any], edge_types: list[str], node_types: list[str])
 TOOL_COMMANDS = {s.mcp: s.command for s in WRITES.values() if s.mcp} | {"write_claims": "claim"}
 
 
-def offered(tool: str, principal: Principal | None) -> bool:
+def offered(tool: str, principal: Principal | None, schema: GraphSchema | None = None) -> bool:
     """Whether ``tool`` is offered to ``principal`` (None: to anyone; every tool is listed
     then, as ``claimgraph tools`` prints them). A tool whose command needs a role the
-    principal lacks is not listed; called anyway, the service refuses and records it."""
+    principal lacks is not listed; called anyway, the service refuses and records it.
+
+    A local owner (``claimgraph mcp --agent``, trusted in process) has no roles of its own:
+    the schema's principals are what the governor judges it by, so with ``schema`` (the one
+    in force) it is offered a resolver's tools only when the schema makes it a resolver, and
+    an admin's only when it makes it an admin."""
     ctype = TOOL_COMMANDS.get(tool)
-    return principal is None or ctype is None or may_send(principal, ctype)
+    if principal is None or ctype is None:
+        return True
+    if not may_send(principal, ctype):
+        return False
+    role = role_for(ctype)
+    if principal.how != "local-owner" or schema is None or role is None:
+        return True
+    return (
+        schema.is_admin(principal.agent) if role == "admin" else schema.is_resolver(principal.agent)
+    )
 
 
 # what an agent is told of each read tool (its parameters come from the query catalogue)

@@ -15,8 +15,9 @@ from typing import Any, Literal
 
 import anyio
 
+from claimgraph.core.schema import GraphSchema
 from claimgraph.errors import ConfigError
-from claimgraph.mcp.server import build_server, offered
+from claimgraph.mcp.server import build_server, offered, shaped
 from claimgraph.service.principals import Principal
 
 __all__ = ["FORMATS", "mcp_tools", "tool_definitions"]
@@ -29,25 +30,35 @@ def _no_session(ctx: Any) -> Any:
     raise ConfigError("tool definitions are listed without a graph; nothing is called")
 
 
-def mcp_tools(principal: Principal | None = None) -> list[dict[str, Any]]:
+def mcp_tools(
+    principal: Principal | None = None, schema: GraphSchema | None = None
+) -> list[dict[str, Any]]:
     """The MCP server's tools as (name, description, input schema): those offered to
-    ``principal`` (its roles decide), or every tool."""
+    ``principal`` (its roles decide; a local owner's, ``schema``'s principals), or every
+    tool; with ``schema``, its edge and node types in the input schemas."""
 
     async def go() -> list[dict[str, Any]]:
         tools = await build_server(_no_session).list_tools()
+        types = None if schema is None else (sorted(schema.edge_types), sorted(schema.node_types))
         return [
-            {"name": t.name, "description": t.description or "", "input_schema": t.inputSchema}
+            {
+                "name": t.name,
+                "description": t.description or "",
+                "input_schema": t.inputSchema if types is None else shaped(t.inputSchema, *types),
+            }
             for t in tools
-            if offered(t.name, principal)
+            if offered(t.name, principal, schema)
         ]
 
     return anyio.run(go)
 
 
-def tool_definitions(fmt: str, principal: Principal | None = None) -> list[dict[str, Any]]:
+def tool_definitions(
+    fmt: str, principal: Principal | None = None, schema: GraphSchema | None = None
+) -> list[dict[str, Any]]:
     """Every tool (or those offered to ``principal``) in one vendor's format (see the module
-    docstring)."""
-    tools = mcp_tools(principal)
+    docstring), shaped by ``schema`` when given."""
+    tools = mcp_tools(principal, schema)
     if fmt == "openai":
         return [
             {
