@@ -152,3 +152,71 @@ def test_a_local_owner_is_offered_the_roles_the_schema_gives_it(tmp_path: Path) 
         assert resolver_tools <= listed("reviewer")  # principals.resolvers
         assert resolver_tools <= listed("admin")  # an admin resolves too
         assert "assert_edge" in listed("tracer")
+
+
+def test_a_session_is_told_its_tool_list_changed_when_a_schema_is_published(
+    tmp_path: Path,
+) -> None:
+    """A session that listed its tools gets notifications/tools/list_changed at its first
+    call after a new schema is in force — once per change — and the next listing has the new
+    types."""
+    from mcp import types
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    import claimgraph
+    from claimgraph.mcp.server import build_server
+    from claimgraph.mcp.session import AgentSession
+    from tests.conftest import SCHEMA
+
+    extra = SCHEMA + (
+        "  - name: audits\n    subject: team\n    object: service\n"
+        '    writers: [{agent: "*"}]\n    cardinality: many-to-many\n'
+        "    conflict_policy: quarantine\n"
+    )
+    edge = {"edge_type": "depends_on", "subject": "service:a", "object": "service:b"}
+    with claimgraph.open(tmp_path / "g", create=True) as g:
+        g.publish_schema(SCHEMA, agent="admin")
+        told: list[str] = []
+
+        async def handler(message: object) -> None:
+            if isinstance(message, types.ServerNotification):
+                told.append(message.root.method)
+
+        async def go() -> list[str]:
+            told.clear()
+            session = AgentSession.over(g, Principal("inventory", ("*",), frozenset(), "test"))
+            server = build_server(lambda ctx: session)
+            async with create_connected_server_and_client_session(
+                server, message_handler=handler
+            ) as client:
+                await client.list_tools()
+                await client.call_tool("read_edge", edge)
+                assert told == []  # nothing changed yet
+                assert g.publish_schema(extra, agent="admin").kind == "accepted"
+                await client.call_tool("read_edge", edge)
+                await client.call_tool("read_edge", edge)  # the same change: not told again
+                tools = {t.name: t for t in (await client.list_tools()).tools}
+                enum = tools["assert_edge"].inputSchema["properties"]["edge_type"]["enum"]
+                assert "audits" in enum
+            return list(told)
+
+        assert anyio.run(go) == ["notifications/tools/list_changed"]
+
+
+def test_claimgraph_tools_typed_by_a_graphs_schema(tmp_path: Path) -> None:
+    """``--typed`` lists what a session of that graph lists: its edge types as an enum."""
+    import claimgraph
+    from tests.conftest import SCHEMA
+
+    with claimgraph.open(tmp_path, create=True) as g:
+        g.publish_schema(SCHEMA, agent="admin")
+    typed, _ = _tools("--typed", data=tmp_path)
+    plain, _ = _tools(data=tmp_path)
+    by_name = {str(t["name"]): t for t in typed}
+    props = by_name["assert_edge"]["input_schema"]["properties"]  # type: ignore[index]
+    assert props["edge_type"]["enum"] == sorted(
+        ["owns", "runs_in", "lead_of", "depends_on", "calls", "scored"]
+    )
+    assert "enum" not in json.dumps(
+        {str(t["name"]): t for t in plain}["assert_edge"]["input_schema"]["properties"]["edge_type"]  # type: ignore[index]
+    )

@@ -151,11 +151,20 @@ def tools(
     tokens: Annotated[
         Path | None, typer.Option(help="Token file for --for (default: DATA/tokens.json).")
     ] = None,
+    typed: Annotated[
+        bool,
+        typer.Option(
+            "--typed",
+            help="Type them by the schema in force in the graph the global options name "
+            "(--data, --url or --bootstrap): edge types as an enum, node types as a pattern.",
+        ),
+    ] = False,
 ) -> None:
     """Print the graph's tool definitions for a model host (from the MCP tools' signatures).
 
     With --for or --role, only the tools that principal is offered over MCP (a tool whose
-    command needs a role it lacks is left out); their count and size go to stderr."""
+    command needs a role it lacks is left out); their count and size go to stderr. With
+    --typed, as a session of the graph lists them: typed by its schema."""
     from claimgraph.mcp.toolspec import tool_definitions
     from claimgraph.service.principals import ROLES, Principal
 
@@ -178,7 +187,17 @@ def tools(
         if len({p.roles for p in found}) > 1:
             raise ConfigError(f"{for_agent!r} holds tokens with different roles: use --role")
         who = found[0]
-    defs = tool_definitions(fmt, who)
+    schema = None
+    if typed:
+        from claimgraph.cli.common import graph_session
+        from claimgraph.core.schema import parse_schema
+
+        with graph_session() as g:
+            row = g.schema_info()
+        if row is None:
+            raise ConfigError("--typed: the graph has no schema yet (claimgraph schema apply)")
+        schema = parse_schema(row["document"], row.get("source") or "<schema>")
+    defs = tool_definitions(fmt, who, schema)
     text = json.dumps(defs, indent=2, ensure_ascii=False)
     out.print(text, markup=False)
     if who is not None:

@@ -21,6 +21,7 @@ its reason code (``too_large: ...``, ``too_many: ...``, ``invalid_field: ...``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
@@ -174,9 +175,13 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
     async def call(ctx: Context[Any, Any, Any], fn: Callable[..., T], *args: Any) -> T:
         s = session_of(ctx)
         try:
-            return await anyio.to_thread.run_sync(partial(_counted, s, fn, *args))
+            out, moved = await anyio.to_thread.run_sync(partial(_checked, s, fn, *args))
         except ClaimgraphError as exc:  # mapped to MCP's vocabulary: a tool error, reason first
             raise ToolError(f"{reason_of(exc)}: {exc}") from None
+        if moved:  # the schema its tools were typed by is no longer the one in force
+            with contextlib.suppress(Exception):  # a stateless request has no one to tell
+                await ctx.session.send_tool_list_changed()
+        return out
 
     # -- runs --------------------------------------------------------------------------------
 
@@ -319,6 +324,7 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
         edge and node types those of the schema in force at the caller's version."""
         session = session_of(mcp.get_context())
         schema = await anyio.to_thread.run_sync(partial(_counted, session, schema_in_force))
+        session.listed_schema = "" if schema is None else schema.digest
         who = session.identity
         tools = [t for t in await FastMCP.list_tools(mcp) if offered(t.name, who, schema)]
         if schema is None:
@@ -544,6 +550,22 @@ def _counted(s: AgentSession, fn: Callable[..., T], *args: Any) -> T:
         return fn(s, *args)
     with s.scoped.access.request(s.identity):
         return fn(s, *args)
+
+
+def _checked(s: AgentSession, fn: Callable[..., T], *args: Any) -> tuple[T, bool]:
+    """One tool call, and whether the session should be told its tool list changed: it
+    listed its tools typed by one schema, and another is in force at its version now (a
+    publish, seen at the session's next call; told once per change)."""
+    out = _counted(s, fn, *args)
+    listed = s.listed_schema
+    if listed is None:
+        return out, False
+    row = s.scoped.schema_info(at=s.read_version())
+    now = "" if row is None else str(row["digest"])
+    if now == listed:
+        return out, False
+    s.listed_schema = now
+    return out, True
 
 
 def reason_of(exc: ClaimgraphError) -> str:

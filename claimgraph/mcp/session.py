@@ -73,6 +73,9 @@ class AgentSession:
     counts_requests: bool = False  # each tool call is a request in flight (stdio)
     _run_id: str | None = field(default=None, init=False)
     _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
+    # the digest of the schema this session's last tools/list was typed by ("": none yet);
+    # None: it never listed (nothing to tell it when the schema changes)
+    listed_schema: str | None = field(default=None, init=False)
 
     @classmethod
     def over(cls, graph: GraphAPI, principal: Principal, **kw: Any) -> AgentSession:
