@@ -167,11 +167,16 @@ class _Guard:
                 return
         sessions, agent = self.sessions, ident.agent
 
+        deleting = scope.get("method") == "DELETE" and bool(sid)
+
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start" and not sid:
                 for k, v in message.get("headers", []):
                     if k.lower() == b"mcp-session-id":
                         sessions.opened(v.decode("latin-1"), agent)
+            start = message["type"] == "http.response.start"
+            if deleting and sid and start and message["status"] < 300:
+                sessions.end(agent, sid)  # ended before the client is told it is
             await send(message)
 
         await self.app(scope, receive, sending)
