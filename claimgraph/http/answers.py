@@ -7,16 +7,16 @@ a route the keyword arguments that make its documented 200 answer the model's
 (``tests/test_http_answers.py`` holds every model to the real answers: each key an answer
 carries is a declared field, each required field is there, the types validate).
 
-A model allows keys beyond its fields (``extra="allow"``) only where the answer is open
-(the what-if report's entries, a replay's first difference); nested records — a claim, an
-edge, a conflict, a decision — have one model each, reused wherever they appear.
+No model allows keys beyond its fields: where an answer is open (a what-if's proposal and
+its listed entries, a replayed query) the field is a plain object. Nested records — a claim,
+an edge, a conflict, a decision, a merge — have one model each, reused wherever they appear.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, WithJsonSchema
+from pydantic import BaseModel, Field, RootModel, WithJsonSchema
 
 __all__ = [
     "QUERY_ANSWERS",
@@ -268,7 +268,6 @@ class WhatIfConflicts(BaseModel):
 class WhatIfReportAnswer(BaseModel):
     """What the proposed schema would have decided differently (docs: how-to/what-if)."""
 
-    model_config = ConfigDict(populate_by_name=True)
     graph: str
     proposal: dict[str, Any]
     now: dict[str, Any] | None
@@ -411,6 +410,11 @@ class GraphPageAnswer(BaseModel):
     scanned: int
 
 
+class WinsAnswer(BaseModel):
+    wins: int
+    losses: int
+
+
 class EscalationClaimAnswer(BaseModel):
     """A claim held in an escalated conflict, with its writer's calibrated accuracy."""
 
@@ -427,7 +431,7 @@ class EscalationClaimAnswer(BaseModel):
     outcome: str
     confidence: float
     accuracy: float
-    record: dict[str, int] = Field(description="The writer's wins and losses.")
+    record: WinsAnswer = Field(description="The writer's record in resolved conflicts.")
     evidence: list[str]
     reasoning: str
     asserted_at: int
