@@ -208,9 +208,19 @@ def _tell(s: Story, schema: str) -> None:
     s("runs")
     s("run_trace", run_id=run["run_id"])
     s("replay_run", run_id=run["run_id"])
-    event = {"run_id": "client-1", "seq": 0, "kind": "start", "pinned_version": 1, "time": 1,
-             "payload": "{}"}  # fmt: skip
-    s("append_run_events", json_body={"events": [event]})
+    # a client's own run whose one read replays differently: a replay's first difference
+    query = {"op": "edge", "args": {"edge_type": "depends_on", "subject": ["service", "a"],
+                                    "object": ["service", "b"]}}  # fmt: skip
+    events = [
+        {"run_id": "client-1", "seq": i, "kind": kind, "pinned_version": 1, "time": 1 + i,
+         "payload": json.dumps(payload)}
+        for i, (kind, payload) in enumerate(
+            [("start", {}), ("read", {"query": query, "digest": "not-its-digest"})]
+        )
+    ]  # fmt: skip
+    s("append_run_events", json_body={"events": events})
+    replayed = s("replay_run", run_id="client-1")
+    assert replayed["first_difference"] is not None, replayed
 
     s("quarantine")
     s("quarantine", limit=5)
