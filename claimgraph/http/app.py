@@ -19,6 +19,7 @@ from fastapi import FastAPI
 
 from claimgraph import __version__
 from claimgraph.http import catalogue, commands, middleware, observe, reads, review, runs
+from claimgraph.http.answers import HealthAnswer, described
 from claimgraph.http.auth import TokenFile
 from claimgraph.http.context import Context
 from claimgraph.http.headers import SecurityHeaders
@@ -71,7 +72,7 @@ def create_app(
     app.include_router(runs.router(ctx))
     app.include_router(review.router(ctx))
 
-    @app.get("/healthz", tags=["reads"], operation_id="healthz")
+    @app.get("/healthz", tags=["reads"], operation_id="healthz", **described(HealthAnswer))
     def healthz() -> dict[str, Any]:
         """Liveness: the graph's name (no token needed)."""
         return {"ok": True, "graph": graph.name}

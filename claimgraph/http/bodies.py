@@ -18,6 +18,7 @@ from claimgraph.core.commands import I64, Kind
 from claimgraph.core.model import LIMITS
 from claimgraph.core.queries import REQUIRED, Param
 from claimgraph.core.writes import WRITES, WriteSpec
+from claimgraph.http.answers import DecisionAnswer, documented
 from claimgraph.http.problems import PROBLEM
 from claimgraph.service.inputs import declared
 from claimgraph.service.limits import RUN_EVENT_PAYLOAD
@@ -261,7 +262,7 @@ class BatchResult(BaseModel):
     command_id: str
     position: int
     version: int
-    decision: dict[str, Any]
+    decision: Annotated[dict[str, Any], documented(DecisionAnswer)]
 
 
 class BatchOut(BaseModel):

@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from claimgraph.core.commands import Kind
 from claimgraph.core.queries import QUERIES, Cut, Param, QuerySpec
 from claimgraph.errors import NotFoundError
+from claimgraph.http.answers import QUERY_ANSWERS, described
 from claimgraph.http.bodies import PROBLEM_RESPONSES
 from claimgraph.http.context import Context, decision_json
 from claimgraph.http.queries import PathsOut, ReachOut
@@ -175,11 +176,16 @@ def _endpoint(ctx: Context, spec: QuerySpec) -> Callable[..., Any]:
     return endpoint
 
 
-def _response_model(spec: QuerySpec) -> Any:
+def _answer(spec: QuerySpec) -> dict[str, Any]:
+    """How the route answers and what OpenAPI says it answers: a typed result through its
+    model; the rest as the JSON they are (a record, or an object), described by the read's
+    answer model (:data:`~claimgraph.http.answers.QUERY_ANSWERS`)."""
     model = RESPONSE_MODELS.get(spec.result)
     if model is not None:
-        return model
-    return Any if spec.cut is Cut.ABSENT else dict[str, Any]  # a record, or an object
+        return {"response_model": model}
+    runtime = Any if spec.cut is Cut.ABSENT else dict[str, Any]
+    answer = QUERY_ANSWERS.get(spec.name)  # a read without one still routes; a test says so
+    return {"response_model": runtime} if answer is None else described(answer, runtime)
 
 
 def router(ctx: Context) -> APIRouter:
@@ -195,7 +201,7 @@ def router(ctx: Context) -> APIRouter:
             operation_id=spec.name,
             summary=spec.summary,
             description=spec.summary,
-            response_model=_response_model(spec),
             name=spec.name,
+            **_answer(spec),
         )
     return r

@@ -21,6 +21,7 @@ from fastapi import APIRouter, Depends, Request
 
 from claimgraph.core.commands import CLIENT_COMMANDS, COMMANDS, CommandSpec, Sender
 from claimgraph.errors import InputError, LimitError
+from claimgraph.http.answers import PublishAnswer, ReceiptAnswer, described
 from claimgraph.http.bodies import BODIES, PROBLEM_RESPONSES, BatchIn, BatchOut, In, SchemaIn
 from claimgraph.http.context import Context, clean, decision_json, receipt_json
 from claimgraph.http.problems import problem, status_for
@@ -140,4 +141,10 @@ def _add(r: APIRouter, spec: CommandSpec, body: type[In], write: Any) -> None:
     handler.__name__ = f"post_{spec.type}"
     role = {Sender.ADMIN: " — admin role", Sender.RESOLVER: " — resolver role"}
     handler.__doc__ = spec.summary + role.get(spec.sender, "")
-    r.post(f"/v1/commands/{spec.type}", name=handler.__name__, operation_id=spec.type)(handler)
+    answer = PublishAnswer if spec.type == "publish_schema" else ReceiptAnswer
+    r.post(
+        f"/v1/commands/{spec.type}",
+        name=handler.__name__,
+        operation_id=spec.type,
+        **described(answer, Any),
+    )(handler)

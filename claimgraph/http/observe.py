@@ -50,6 +50,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from claimgraph.errors import ClaimgraphError
+from claimgraph.http.answers import ReadyAnswer
 from claimgraph.logconf import Event, json_handler
 from claimgraph.service.api import Receipt
 from claimgraph.service.lag import Lagging
@@ -341,7 +342,15 @@ def install(
         """Prometheus metrics in the text exposition format (no token needed)."""
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/readyz", tags=["reads"], operation_id="readyz")
+    @app.get(
+        "/readyz",
+        tags=["reads"],
+        operation_id="readyz",
+        responses={
+            200: {"model": ReadyAnswer},
+            503: {"model": ReadyAnswer, "description": "Not ready: the projection lags"},
+        },
+    )
     def readyz() -> JSONResponse:
         """Readiness: 200 while the projection is within --ready-lag seconds of the log
         head, else 503 (no token needed)."""

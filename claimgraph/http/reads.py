@@ -22,6 +22,14 @@ from fastapi import APIRouter, Path, Query, Request
 
 from claimgraph.core.model import LIMITS
 from claimgraph.errors import InputError
+from claimgraph.http.answers import (
+    GraphPageAnswer,
+    HeadAnswer,
+    QuarantineAnswer,
+    ReadEdgesAnswer,
+    WhoamiAnswer,
+    described,
+)
 from claimgraph.http.bodies import I64, PROBLEM_RESPONSES, AtQuery, EdgesIn, TimeoutQuery
 from claimgraph.http.context import Context, browsable, cursor_of, key_of
 from claimgraph.service.access import Scoped
@@ -114,13 +122,13 @@ def router(ctx: Context) -> APIRouter:
         out["claim_details"] = [graph.claim_info(x, at=v) for x in c.get("members", [])]
         return out
 
-    @r.get("/v1/head", operation_id="head")
+    @r.get("/v1/head", operation_id="head", **described(HeadAnswer))
     async def get_head(request: Request) -> dict[str, Any]:
         """The newest applied version, and the graph's name."""
         ctx.principal(request)
         return {"graph": graph.name, "head": graph.head()}
 
-    @r.get("/v1/versions/{version}", operation_id="wait_version")
+    @r.get("/v1/versions/{version}", operation_id="wait_version", **described(HeadAnswer))
     async def wait_version(
         request: Request,
         version: Annotated[int, Path(ge=-1, le=I64)],
@@ -131,12 +139,12 @@ def router(ctx: Context) -> APIRouter:
         await at_of(ctx, ctx.access.of(p), version, timeout)
         return {"graph": graph.name, "head": graph.head()}
 
-    @r.get("/v1/whoami", operation_id="whoami")
+    @r.get("/v1/whoami", operation_id="whoami", **described(WhoamiAnswer))
     async def whoami(request: Request) -> dict[str, Any]:
         """The principal the bearer token maps to."""
         return ctx.principal(request).as_dict()
 
-    @r.post("/v1/read/edges", operation_id="read_edges")
+    @r.post("/v1/read/edges", operation_id="read_edges", **described(ReadEdgesAnswer))
     async def read_edges(request: Request, body: EdgesIn) -> dict[str, Any]:
         """Several edges at one version (head by default), in order: one answer each, as
         ``GET /v1/edge`` gives it. At most ``max_batch`` edges (``serve --max-batch``)."""
@@ -150,7 +158,7 @@ def router(ctx: Context) -> APIRouter:
         )  # fmt: skip
         return {"version": out[0], "edges": [e.as_dict() for e in out[1]]}
 
-    @r.get("/v1/quarantine", operation_id="quarantine")
+    @r.get("/v1/quarantine", operation_id="quarantine", **described(QuarantineAnswer))
     async def get_quarantine(
         request: Request,
         include_closed: bool = False,
@@ -181,7 +189,7 @@ def router(ctx: Context) -> APIRouter:
             "scanned": page.scanned,
         }
 
-    @r.get("/v1/graph", operation_id="edges")
+    @r.get("/v1/graph", operation_id="edges", **described(GraphPageAnswer))
     async def get_graph(
         request: Request,
         at: AtQuery = None,

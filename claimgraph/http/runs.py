@@ -16,6 +16,15 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from claimgraph.errors import RunNotFound
+from claimgraph.http.answers import (
+    AppendedAnswer,
+    ReplayAnswer,
+    RunEndAnswer,
+    RunHandleAnswer,
+    RunsAnswer,
+    RunTraceAnswer,
+    described,
+)
 from claimgraph.http.bodies import PROBLEM_RESPONSES, STRICT, Id, RunEventsIn
 from claimgraph.http.context import Context
 from claimgraph.service.access import STATUS
@@ -55,7 +64,7 @@ def router(ctx: Context) -> APIRouter:
     r = APIRouter(tags=["runs"], responses=PROBLEM_RESPONSES)
     graph = ctx.graph
 
-    @r.post("/v1/runs/events", operation_id="append_run_events")
+    @r.post("/v1/runs/events", operation_id="append_run_events", **described(AppendedAnswer))
     def post_run_events(request: Request, body: RunEventsIn) -> dict[str, Any]:
         """Append trace events of the principal's runs to the runs log.
 
@@ -67,7 +76,7 @@ def router(ctx: Context) -> APIRouter:
         scoped = ctx.scoped(request)
         return {"appended": scoped.append_client_events([e.model_dump() for e in body.events])}
 
-    @r.post("/v1/runs", operation_id="start_run")
+    @r.post("/v1/runs", operation_id="start_run", **described(RunHandleAnswer))
     def start_run(request: Request, body: RunStartIn) -> dict[str, Any]:
         """Start a run the server holds, pinned at head (or at ``snapshot_id``'s version): its
         ``run_id`` is the handle reads (``run=``) and ``/end`` name. A task the token may not
@@ -76,7 +85,7 @@ def router(ctx: Context) -> APIRouter:
         run = scoped.start_run(body.task, body.snapshot_id)
         return run_json(run, graph.head())
 
-    @r.post("/v1/runs/{run_id}/end", operation_id="end_run")
+    @r.post("/v1/runs/{run_id}/end", operation_id="end_run", **described(RunEndAnswer))
     def end_run(request: Request, run_id: str, body: RunEndIn) -> dict[str, Any]:
         """End a run the server holds (only its principal may): its blocked reads are
         reported, its trace closed, its pin released."""
@@ -84,13 +93,13 @@ def router(ctx: Context) -> APIRouter:
         run = scoped.end_run(run_id, body.status)
         return {"ended": run.run_id, "pinned_version": run.version, "status": body.status}
 
-    @r.get("/v1/runs", operation_id="runs")
+    @r.get("/v1/runs", operation_id="runs", **described(RunsAnswer))
     def get_runs(request: Request) -> dict[str, Any]:
         """Every run in the runs log: who, at which pinned version, with what outcome."""
         ctx.principal(request)
         return {"runs": [s.as_dict() for s in graph.runs()]}
 
-    @r.get("/v1/runs/{run_id}", operation_id="run_trace")
+    @r.get("/v1/runs/{run_id}", operation_id="run_trace", **described(RunTraceAnswer))
     def get_run(request: Request, run_id: str) -> dict[str, Any]:
         """A run's trace: its pinned version, reads (query and digest), writes, tool calls."""
         ctx.principal(request)
@@ -99,7 +108,7 @@ def router(ctx: Context) -> APIRouter:
             raise RunNotFound(run_id[:80])
         return {"run_id": run_id, "events": events}
 
-    @r.post("/v1/runs/{run_id}/replay", operation_id="replay_run")
+    @r.post("/v1/runs/{run_id}/replay", operation_id="replay_run", **described(ReplayAnswer))
     def replay_run(request: Request, run_id: str) -> dict[str, Any]:
         """Re-execute the run's reads at its pinned version; identical inputs, or the first
         difference."""
