@@ -20,7 +20,7 @@ from claimgraph.core.queries import REQUIRED, Param
 from claimgraph.core.writes import WRITES, WriteSpec
 from claimgraph.http.answers import DecisionAnswer, documented
 from claimgraph.http.problems import PROBLEM
-from claimgraph.service.inputs import declared
+from claimgraph.service.inputs import param_type
 from claimgraph.service.limits import RUN_EVENT_PAYLOAD
 from claimgraph.service.writes import fields_of
 
@@ -151,36 +151,15 @@ _HTTP_DEFAULTS = {("publish_schema", "source"): "<http>"}
 
 
 def _body_field(spec: WriteSpec, p: Param) -> tuple[Any, Any]:
-    """A write parameter as a body field: its JSON type and the command field's bounds."""
-    d = p.domain
-    doc: dict[str, Any] = {"description": p.doc} if p.doc else {}
-    t: Any
-    if p.node:
-        t = Annotated[str, Field(min_length=1, max_length=LIMITS["id"], **doc)]
-    elif d.kind is Kind.ENUM:
-        t = Annotated[Literal[tuple(d.values)], Field(**doc)]
-    elif d.kind is Kind.LIST:
-        assert d.item is not None
-        item = Annotated[str, Field(max_length=d.item.size)]
-        t = Annotated[list[item], Field(max_length=d.size, **doc)]
-    elif d.kind is Kind.MAP:
-        assert d.item is not None
-        value = Annotated[str, Field(max_length=d.item.size)]
-        t = Annotated[dict[Id, value], Field(max_length=d.size, **doc)]
-    elif d.kind is Kind.BYTES:
-        hexes = 2 * (d.size or 0)
-        t = Annotated[str, Field(pattern=f"^[0-9a-fA-F]{{{hexes}}}$", **doc)]
-    else:
-        base = {Kind.INT: int, Kind.TIME: int, Kind.FLOAT: float}.get(d.kind, str)
-        t = Annotated[base, declared(spec.command, p.name, **doc)]
+    """A write parameter as a body field: its type (``param_type``, the one mapping HTTP and
+    MCP share) and its default."""
     default = _HTTP_DEFAULTS.get((spec.command, p.name), p.default)
-    if default is None or d.nullable:
-        t = t | None
+    t = param_type(spec, p, optional=default is None)
     if default is REQUIRED:
         return t, ...
     if isinstance(default, tuple):  # a sequence's default: an empty list
         return t, Field(default_factory=list)
-    if d.kind is Kind.MAP and default is None:
+    if p.domain.kind is Kind.MAP and default is None:
         return t, Field(default_factory=dict)
     return t, default
 
