@@ -330,6 +330,7 @@ def serve(
             )
     finally:
         stop.set()
+        token_file.flush_used()  # the tokens' last use, for token list
         app.state.access.close()  # the runs it holds end
         duties.close()
         graph.close()

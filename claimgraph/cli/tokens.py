@@ -50,6 +50,20 @@ def token_add(
     replace: Annotated[
         bool, typer.Option("--replace", help="Revoke the agent's existing token(s).")
     ] = False,
+    another: Annotated[
+        bool,
+        typer.Option(
+            "--another", help="Add it beside the agent's token(s): another task scope, a rotation."
+        ),
+    ] = False,
+    expires: Annotated[
+        str | None,
+        typer.Option(
+            "--expires",
+            help="When it stops working: a duration from now (30d, 12h) or a time (ISO 8601 "
+            "or ms). Default: never.",
+        ),
+    ] = None,
     tokens: TokensOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -57,18 +71,61 @@ def token_add(
 
     A running `claimgraph serve` picks it up at the next request (or on SIGHUP).
     """
+    from claimgraph.http.auth import token_digest
     from claimgraph.http.tokens import add_token
 
+    if replace and another:
+        raise ConfigError("give --replace (instead of its tokens) or --another (beside them)")
     path = _path(tokens)
-    token = add_token(path, agent, tasks=task or ["*"], roles=role or [], replace=replace)
+    expires_at = _expires_at(expires)
+    token = add_token(
+        path,
+        agent,
+        tasks=task or ["*"],
+        roles=role or [],
+        replace=replace,
+        another=another,
+        expires_at=expires_at,
+    )
+    tid = "t-" + token_digest(token)[:12]
     if as_json:
-        emit({"agent": agent, "tasks": task or ["*"], "roles": sorted(set(role or [])),
-              "token": token, "file": str(path)})  # fmt: skip
+        emit({"id": tid, "agent": agent, "tasks": task or ["*"],
+              "roles": sorted(set(role or [])), "expires_at": expires_at, "token": token,
+              "file": str(path)})  # fmt: skip
         return
     roles = ", ".join(sorted(set(role or []))) or "no roles"
-    say(f"added a token for {agent} (tasks {', '.join(task or ['*'])}; {roles}) to {path}")
+    until = f"; expires {_when(expires_at)}" if expires_at is not None else ""
+    scope = f"tasks {', '.join(task or ['*'])}; {roles}{until}"
+    say(f"added token {tid} for {agent} ({scope}) to {path}")
     say("it is shown only now (the file keeps its SHA-256):")
     say(token)
+
+
+def _expires_at(text: str | None) -> int | None:
+    """``--expires``: a duration from now (30d) or a time (ISO 8601, ms) → ms."""
+    if text is None:
+        return None
+    from claimgraph.cli.common import when
+    from claimgraph.core.schema import duration_ms
+    from claimgraph.service.writes import now_millis
+
+    ms = duration_ms(text)
+    if ms is not None:
+        return now_millis() + ms
+    try:
+        return when(text)
+    except ClaimgraphError:
+        raise ConfigError(
+            f"--expires {text[:40]!r}: expected a duration (30d, 12h) or a time (ISO 8601 or ms)"
+        ) from None
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "never"
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @token_app.command("list")
@@ -76,16 +133,46 @@ def token_list(
     tokens: TokensOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """The principals in the token file (never the tokens)."""
+    """The tokens in the token file: id, agent, tasks, roles, expiry and last use (recorded
+    by a running serve at most 30 s late) — never the tokens themselves."""
     from claimgraph.http.auth import TokenFile
+    from claimgraph.http.tokens import read_last_used
 
-    tf = TokenFile.load(_path(tokens))
-    ps = [p.as_dict() for p in tf.principals()]
+    path = _path(tokens)
+    rows = TokenFile.load(path).tokens()
+    used = read_last_used(path)
+    for r in rows:
+        r["last_used"] = used.get(r["id"])
     if as_json:
-        emit(ps)
+        emit(rows)
         return
-    for p in ps:
-        say(f"{p['agent']}  tasks {', '.join(p['tasks'])}  roles {', '.join(p['roles']) or '-'}")
+    for r in rows:
+        expires = _when(r["expires_at"]) + (" (expired)" if r["expired"] else "")
+        say(
+            f"{r['id']}  {r['agent']}  tasks {', '.join(r['tasks'])}  "
+            f"roles {', '.join(r['roles']) or '-'}  expires {expires}  "
+            f"last used {_when(r['last_used']) if r['last_used'] else 'never'}"
+        )
+
+
+@token_app.command("revoke")
+def token_revoke(
+    ids: Annotated[
+        list[str] | None, typer.Argument(help="Token ids (token list shows them).")
+    ] = None,
+    agent: Annotated[
+        str | None, typer.Option("--agent", "-a", help="Every token of this agent.")
+    ] = None,
+    tokens: TokensOpt = None,
+) -> None:
+    """Remove tokens from the token file: a running serve refuses them at its next request."""
+    from claimgraph.http.tokens import revoke_tokens
+
+    if not ids and agent is None:
+        raise ConfigError("name the token ids to revoke, or --agent AGENT for all of its tokens")
+    path = _path(tokens)
+    gone = revoke_tokens(path, ids or [], agent)
+    say(f"revoked {len(gone)} token(s) from {path}: {', '.join(gone)}")
 
 
 # -- what serve uses ------------------------------------------------------------------------

@@ -10,8 +10,15 @@ A token file is JSON when its name ends in ``.json`` (what ``claimgraph serve`` 
        "roles": [],                   # admin and/or resolver: may publish, grant, resolve
        "token": "s3cr3t..."},         # the bearer token itself, or
       {"agent": "sre-oncall", "roles": ["resolver"],
-       "sha256": "9f86d0..."}         # its SHA-256 hex digest (then the file holds no secret)
+       "sha256": "9f86d0...",         # its SHA-256 hex digest (then the file holds no secret)
+       "expires_at": "2027-01-31T00:00:00Z"}  # optional: refused from then on (ISO or ms)
     ]}
+
+An agent may hold several tokens (a task scope each, or an old and a new one while rotating).
+Each token has an id, ``t-`` and the first 12 hex digits of its digest (or the entry's own
+``id``): ``claimgraph token list`` shows it, with the expiry and the last use, never the token;
+``claimgraph token revoke ID`` removes it. A token past its ``expires_at`` is refused at once,
+on every surface (they all resolve callers here).
 
 A token's :class:`~claimgraph.service.access.Principal` is the service layer's: every surface
 resolves its caller to one and calls the graph through it.
@@ -31,6 +38,7 @@ import hmac
 import json
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +54,7 @@ __all__ = [
     "generate_token_file",
     "new_token",
     "token_digest",
+    "token_id",
     "write_token_file",
 ]
 
@@ -53,6 +62,32 @@ __all__ = [
 def token_digest(token: str) -> str:
     """The SHA-256 hex digest a token is looked up by."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def token_id(entry: dict[str, Any]) -> str:
+    """A token entry's id: its own ``id``, else ``t-`` and 12 hex digits of its digest."""
+    if entry.get("id"):
+        return str(entry["id"])
+    dg = token_digest(str(entry["token"])) if "token" in entry else str(entry["sha256"]).lower()
+    return "t-" + dg[:12]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _expiry(value: Any, where: str) -> int | None:
+    """An entry's ``expires_at`` as ms since the epoch (None: it does not expire)."""
+    if value is None:
+        return None
+    from claimgraph.service.writes import to_millis
+
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ConfigError(f"{where}: expires_at is a time: ISO 8601 text or ms since the epoch")
+    try:
+        return to_millis(value)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: expires_at: {exc}") from None
 
 
 class TokenFile:
@@ -65,11 +100,14 @@ class TokenFile:
         *,
         entries: list[dict[str, Any]] | None = None,
         legacy: bool = False,
+        meta: dict[str, tuple[str, int | None]] | None = None,
     ) -> None:
         self._by_digest = principals
+        self._meta = meta or {}  # digest → (token id, expires_at ms or None)
         self.source = source
         self.entries = entries or []  # the file's entries as written (to add to them)
         self.legacy = legacy  # JSON after '#' comment lines, as earlier versions wrote it
+        self.last_used: dict[str, int] = {}  # token id → ms of its last accepted use
 
     def __repr__(self) -> str:
         return f"TokenFile({self.source!r}, {len(self._by_digest)} principals)"
@@ -115,6 +153,8 @@ class TokenFile:
         if not isinstance(entries, list):
             raise ConfigError(f"{source}: expected a mapping with a 'tokens' list")
         out: dict[str, Principal] = {}
+        meta: dict[str, tuple[str, int | None]] = {}
+        ids: set[str] = set()
         for i, e in enumerate(entries):
             where = f"{source}: tokens[{i}]"
             if not isinstance(e, dict) or not isinstance(e.get("agent"), str) or not e["agent"]:
@@ -132,19 +172,45 @@ class TokenFile:
                 raise ConfigError(f"{where}: roles must be a list of {', '.join(ROLES)}")
             if dg in out:
                 raise ConfigError(f"{where}: the same token appears twice")
+            tid = token_id(e)
+            if tid in ids:
+                raise ConfigError(f"{where}: token id {tid!r} appears twice")
+            ids.add(tid)
+            meta[dg] = (tid, _expiry(e.get("expires_at"), where))
             out[dg] = Principal(e["agent"], tuple(tasks), frozenset(roles))
-        return cls(out, source, entries=[dict(e) for e in entries], legacy=legacy)
+        return cls(out, source, entries=[dict(e) for e in entries], legacy=legacy, meta=meta)
 
     def principal(self, token: str | None) -> Principal | None:
-        """The principal of a bearer token, or None (constant-time digest comparison)."""
+        """The principal of a bearer token, or None: unknown, or past its ``expires_at``
+        (constant-time digest comparison)."""
         if not token:
             return None
         want = token_digest(token)
-        found = None
+        found = key = None
         for dg, p in self._by_digest.items():
             if hmac.compare_digest(dg, want):
-                found = p
+                found, key = p, dg
+        if found is None or key is None:
+            return None
+        tid, expires = self._meta.get(key, ("", None))
+        now = _now_ms()
+        if expires is not None and now >= expires:
+            return None
+        self.last_used[tid] = now
         return found
+
+    def tokens(self) -> list[dict[str, Any]]:
+        """Each token as ``token list`` shows it: id, agent, tasks, roles, expires_at (ms or
+        None) and whether it has expired — never the token or its digest."""
+        now = _now_ms()
+        out = []
+        for dg, p in self._by_digest.items():
+            tid, expires = self._meta.get(dg, ("t-" + dg[:12], None))
+            out.append({
+                "id": tid, "agent": p.agent, "tasks": list(p.tasks), "roles": sorted(p.roles),
+                "expires_at": expires, "expired": expires is not None and now >= expires,
+            })  # fmt: skip
+        return out
 
     def principals(self) -> list[Principal]:
         return list(self._by_digest.values())

@@ -17,9 +17,11 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +36,7 @@ from claimgraph.http.auth import (
     TokenFile,
     new_token,
     token_digest,
+    token_id,
     write_token_file,
 )
 
@@ -41,7 +44,9 @@ __all__ = [
     "WatchedTokenFile",
     "add_token",
     "is_pattern",
+    "read_last_used",
     "readable_by_others",
+    "revoke_tokens",
     "role_mismatches",
     "schema_principals",
 ]
@@ -87,9 +92,10 @@ class WatchedTokenFile(TokenFile):
         self._report = report or (lambda line: None)
         self._on_reload = on_reload or (lambda tokens: None)
         self._lock = threading.Lock()
+        self._flushed = time.monotonic()
         stamp = _stamp(self.path)
         first = TokenFile.load(self.path)  # a bad file at start is an error, not a warning
-        super().__init__(first._by_digest, str(self.path), entries=first.entries)
+        super().__init__(first._by_digest, str(self.path), entries=first.entries, meta=first._meta)
         self._stamp = stamp
         if first.legacy:
             self._migrate()
@@ -113,7 +119,21 @@ class WatchedTokenFile(TokenFile):
     def principal(self, token: str | None) -> Principal | None:
         if _stamp(self.path) != self._stamp:
             self.reload()
-        return super().principal(token)
+        found = super().principal(token)
+        if found is not None and time.monotonic() - self._flushed >= USE_FLUSH_SECONDS:
+            self.flush_used()
+        return found
+
+    def flush_used(self) -> None:
+        """Write each token's last use beside the file (``token list`` shows it): at most
+        every ``USE_FLUSH_SECONDS`` while serving, and when the server stops."""
+        self._flushed = time.monotonic()
+        if not self.last_used:
+            return
+        try:
+            write_last_used(self.path, self.last_used)
+        except OSError as exc:  # a read-only mount: last use is advice, not authority
+            self._report(f"could not record the tokens' last use: {exc.strerror}")
 
     def reload(self) -> bool:
         """Re-read the file now; False (and the last good tokens stay) if it is refused."""
@@ -130,6 +150,7 @@ class WatchedTokenFile(TokenFile):
                 self._stamp = stamp
                 return False
             self._by_digest, self.entries, self._stamp = fresh._by_digest, fresh.entries, stamp
+            self._meta = fresh._meta
         self._report(f"reloaded {self.path}: {len(self._by_digest)} tokens")
         if fresh.legacy:
             self._migrate()
@@ -149,6 +170,57 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+USE_FLUSH_SECONDS = 30.0  # how stale a token's recorded last use may be while serving
+
+
+def used_path(path: Path) -> Path:
+    """Where a token file's last uses are kept: ``.NAME.used`` beside it (ids → ms)."""
+    return path.with_name(f".{path.name}.used")
+
+
+def read_last_used(path: Path) -> dict[str, int]:
+    """The recorded last use of each token id (empty when none was recorded)."""
+    try:
+        doc = json.loads(used_path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): int(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
+
+
+def write_last_used(path: Path, used: dict[str, int]) -> None:
+    """Merge ``used`` into the recorded last uses (the newest of each id wins), atomically."""
+    target = used_path(path)
+    with _locked(path):
+        merged = read_last_used(path)
+        for k, v in used.items():
+            merged[k] = max(v, merged.get(k, 0))
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(merged, f)
+        os.replace(tmp, target)
+
+
+def revoke_tokens(path: Path, ids: Iterable[str] = (), agent: str | None = None) -> list[str]:
+    """Remove the tokens ``ids`` names (or every token of ``agent``) from the token file; the
+    ids removed. A running server refuses them at its next request. An id that is not in the
+    file is an error naming it, and nothing is removed."""
+    want = list(ids)
+    with _locked(path):
+        entries = TokenFile.load(path).entries
+        have = {token_id(e) for e in entries}
+        missing = [i for i in want if i not in have]
+        if missing:
+            raise ConfigError(f"no token {missing[0]!r} in {path} (claimgraph token list)")
+        gone = [
+            e for e in entries if token_id(e) in want or (agent is not None and e["agent"] == agent)
+        ]
+        if not gone:
+            raise ConfigError(f"{path} holds no token of {agent!r}")
+        write_token_file(path, [e for e in entries if e not in gone])
+    return [token_id(e) for e in gone]
+
+
 def is_pattern(name: str) -> bool:
     """Whether a principal name is a pattern (``human:*``) rather than one identity."""
     return any(c in name for c in "*?[")
@@ -161,10 +233,13 @@ def add_token(
     tasks: Iterable[str] = ("*",),
     roles: Iterable[str] = (),
     replace: bool = False,
+    another: bool = False,
+    expires_at: int | None = None,
 ) -> str:
     """Add a principal with a fresh token to the token file at ``path`` (created if missing);
     return the token. The file keeps only its SHA-256. ``replace`` swaps out the agent's
-    existing tokens; without it, an agent that has one is refused."""
+    existing tokens, ``another`` adds one beside them (another task scope, or a rotation);
+    with neither, an agent that has one is refused. ``expires_at`` (ms): refused from then."""
     tasks, roles = list(tasks) or ["*"], sorted(set(roles))
     if not agent or len(agent) > LIMITS["id"] or agent != agent.strip():
         raise ConfigError(f"an agent name is 1 to {LIMITS['id']} characters, no outer spaces")
@@ -179,15 +254,19 @@ def add_token(
         raise ConfigError(f"a task pattern is 1 to {LIMITS['id']} characters")
     with _locked(path):
         entries = TokenFile.load(path).entries if path.exists() else []
-        if any(e.get("agent") == agent for e in entries):
+        if any(e.get("agent") == agent for e in entries) and not another:
             if not replace:
                 raise ConfigError(
                     f"{path} already has a token for {agent!r} (--replace issues a new one "
-                    "and revokes the old)"
+                    "and revokes the old; --another adds one beside it)"
                 )
             entries = [e for e in entries if e.get("agent") != agent]
         token = new_token()
-        entry = {"agent": agent, "tasks": tasks, "roles": roles, "sha256": token_digest(token)}
+        entry: dict[str, Any] = {
+            "agent": agent, "tasks": tasks, "roles": roles, "sha256": token_digest(token)
+        }  # fmt: skip
+        if expires_at is not None:
+            entry["expires_at"] = expires_at
         write_token_file(path, [*entries, entry])
     return token
 
