@@ -58,6 +58,7 @@ def governor_thread(cfg: KafkaConfig, partition: int, **kw: Any) -> Iterator[Kaf
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
+    gov.thread_errors = errors  # type: ignore[attr-defined]  # a waiter sees it die at once
     try:
         yield gov
     finally:

@@ -182,8 +182,9 @@ def _acknowledged_stream(
     return t
 
 
-def _wait_all_decided(cfg: KafkaConfig, timeout: float = 240.0) -> None:
-    """Wait until the governor has committed past the end of the commands partition."""
+def _wait_all_decided(cfg: KafkaConfig, gov: Any = None, timeout: float = 240.0) -> None:
+    """Wait until the governor has committed past the end of the commands partition (a
+    governor run by ``governor_thread`` that died ends the wait at once, with its error)."""
     from confluent_kafka import Consumer, TopicPartition
 
     deadline = time.monotonic() + timeout
@@ -192,6 +193,9 @@ def _wait_all_decided(cfg: KafkaConfig, timeout: float = 240.0) -> None:
     )
     try:
         while time.monotonic() < deadline:
+            died = getattr(gov, "thread_errors", None)
+            if died:
+                raise AssertionError(f"the governor stopped: {died[0]!r}")
             end = watermark(cfg, cfg.commands_topic, 0)
             done = c.committed([TopicPartition(cfg.commands_topic, 0)], timeout=10)[0].offset
             if done >= end:
@@ -224,7 +228,7 @@ def test_single_broker_restart_mid_stream(kafka_broker: Any) -> None:
         kafka_broker.restart()
         t.join(300)
         assert len(acked) > before, "the stream went on after the restart"
-        _wait_all_decided(cfg)
+        _wait_all_decided(cfg, gov)
         assert gov.stats.commands > 0
     _check_nothing_acknowledged_lost(cfg, acked)
     assert verify_partition(cfg, 0)[0] == len(_decided_inputs(cfg))
@@ -244,6 +248,6 @@ def test_one_of_three_brokers_down_mid_stream(kafka_cluster: Any) -> None:
         before = len(acked)
         t.join(300)
         assert len(acked) > before, "writes went on with two of three brokers"
-        _wait_all_decided(cfg)
+        _wait_all_decided(cfg, gov)
         assert gov.stats.commands > 0
     _check_nothing_acknowledged_lost(cfg, acked)
