@@ -14,9 +14,34 @@ an edge, a conflict, a decision, a merge — have one model each, reused whereve
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    Literal,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
-from pydantic import BaseModel, Field, RootModel, WithJsonSchema
+from pydantic import BaseModel, Field, RootModel, WithJsonSchema, create_model
+
+from claimgraph.core.commands import COMMANDS
+from claimgraph.core.model import (
+    ClaimRecord,
+    Contribution,
+    Decision,
+    DecisionKind,
+    Exit,
+    GrantRecord,
+    KeyRecord,
+    MergeRecord,
+    SchemaRecord,
+    Signal,
+)
 
 __all__ = [
     "QUERY_ANSWERS",
@@ -78,25 +103,80 @@ def documented(model: type[BaseModel]) -> WithJsonSchema:
 # -- records met in many answers ------------------------------------------------------------
 
 
-class ClaimRecordAnswer(BaseModel):
-    """A claim as written: who claimed what, how sure, on what evidence."""
+def _answer_of(
+    record: type,
+    name: str,
+    types: dict[str, Any] | None = None,
+    doc: dict[str, str] | None = None,
+) -> type[BaseModel]:
+    """The answer model of one of the core's records (a TypedDict of
+    :mod:`claimgraph.core.model`): its fields and their types, read from the record itself,
+    so a field added there is in the answer's model too. A nested record is its own answer
+    model; bytes are hex text (as JSON carries them); ``types`` narrows a field to the
+    values the core declares elsewhere (a decision's kind), ``doc`` describes one."""
+    types, doc = types or {}, doc or {}
+    fields: dict[str, Any] = {}
+    for key, hint in get_type_hints(record).items():
+        t = types.get(key, _json_type(hint))
+        if key in doc:
+            t = Annotated[t, Field(description=doc[key])]
+        if key in _RESERVED:  # a BaseModel attribute: the field has another Python name
+            fields[key + "_"] = (t, Field(alias=key))
+        else:
+            fields[key] = (t, ...)
+    model = create_model(name, __doc__=record.__doc__, **fields)
+    _ANSWERS[record] = model
+    return cast("type[BaseModel]", model)
 
-    claim_id: str
-    agent: str
-    task: str
-    run_id: str | None
-    edge_type: str
-    subject_type: str
-    subject_id: str
-    object_type: str
-    object_id: str
-    polarity: Literal["assert", "deny"]
-    confidence: float
-    evidence: list[str]
-    reasoning: str
-    asserted_at: int = Field(description="Event time, ms since the epoch (UTC).")
-    based_on_version: int | None
-    properties: dict[str, str]
+
+_ANSWERS: dict[type, type[BaseModel]] = {}
+_RESERVED = frozenset({"schema"})
+
+
+def _json_type(hint: Any) -> Any:
+    """A core record's field type as its answer's: nested records by their answer models."""
+    if hint is bytes:
+        return Annotated[str, Field(description="Hex.")]
+    if hint in _ANSWERS:
+        return _ANSWERS[hint]
+    args = get_args(hint)
+    if not args:
+        return hint
+    mapped = tuple(_json_type(a) for a in args)
+    origin = get_origin(hint)
+    if origin in (Union, UnionType):
+        return Union[mapped]  # noqa: UP007  (built at run time)
+    return origin[mapped] if len(mapped) > 1 else origin[mapped[0]]
+
+
+_POLARITY = Literal[COMMANDS["claim"].domains["polarity"].values]  # type: ignore[valid-type]
+_KINDS = Literal[tuple(k.value for k in DecisionKind)]  # type: ignore[valid-type]
+
+if TYPE_CHECKING:  # the models are made at import; to mypy they are models
+    ClaimRecordAnswer = BaseModel
+    SchemaAnswer = BaseModel
+    GrantAnswer = BaseModel
+    KeyAnswer = BaseModel
+    ContributionAnswer = BaseModel
+    MergeAnswer = BaseModel
+    SignalAnswer = BaseModel
+    ExitAnswer = BaseModel
+    DecisionAnswer = BaseModel
+else:
+    ClaimRecordAnswer = _answer_of(
+        ClaimRecord,
+        "ClaimRecordAnswer",
+        {"polarity": _POLARITY},
+        {"asserted_at": "Event time, ms since the epoch (UTC)."},
+    )
+    SchemaAnswer = _answer_of(SchemaRecord, "SchemaAnswer")
+    GrantAnswer = _answer_of(GrantRecord, "GrantAnswer")
+    KeyAnswer = _answer_of(KeyRecord, "KeyAnswer")
+    ContributionAnswer = _answer_of(Contribution, "ContributionAnswer")
+    MergeAnswer = _answer_of(MergeRecord, "MergeAnswer")
+    SignalAnswer = _answer_of(Signal, "SignalAnswer")
+    ExitAnswer = _answer_of(Exit, "ExitAnswer")
+    DecisionAnswer = _answer_of(Decision, "DecisionAnswer", {"kind": _KINDS})
 
 
 class ClaimAnswer(ClaimRecordAnswer):
@@ -140,101 +220,6 @@ class ConflictAnswer(BaseModel):
     escalated_at: int | None
     escalation: str
     claim_details: list[ClaimAnswer | None]
-
-
-class SchemaAnswer(BaseModel):
-    """A graph schema: its revision, digest, where it came from, and the document."""
-
-    revision: int
-    digest: str
-    source: str
-    document: str
-
-
-class GrantAnswer(BaseModel):
-    grant_id: str
-    grantee_agent: str
-    grantee_task: str
-    edge_type: str
-    expires_at: int | None
-
-
-class KeyAnswer(BaseModel):
-    key_id: str
-    key_agent: str
-    public_key: str = Field(description="Hex.")
-
-
-class ContributionAnswer(BaseModel):
-    claim_id: str
-    agent: str
-    outcome: str
-    confidence: float
-    accuracy: float
-    weight: float
-
-
-class MergeAnswer(BaseModel):
-    """A calibrated weighted vote: the leading outcome, and its winner if past the margin."""
-
-    outcome: str
-    winner: str | None
-    merged_confidence: float
-    margin: float
-    threshold: float
-    contributions: list[ContributionAnswer]
-
-
-class SignalAnswer(BaseModel):
-    """A decision-conflict finding: decision_conflict, low_confidence_outlier, stale_data."""
-
-    kind: str
-    detail: str
-    claims: list[str]
-
-
-class ExitAnswer(BaseModel):
-    conflict_id: str
-    trigger: str
-    action: str
-    detail: str
-
-
-class DecisionAnswer(BaseModel):
-    """The governor's one decision for one command (its effects on the graph explicit)."""
-
-    graph: str
-    command_id: str
-    command_type: str
-    input_offset: int
-    log_time: int
-    kind: Literal["accepted", "conflicted", "quarantined", "rejected", "retired", "resolved"]
-    reason: str
-    detail: str
-    schema_rev: int
-    agent: str
-    task: str
-    claim: ClaimRecordAnswer | None
-    target: str | None
-    conflict_id: str | None
-    conflicts_with: list[str]
-    supersedes: list[str]
-    withheld: list[str]
-    released: list[str]
-    dismissed: list[str]
-    stale: bool
-    schema_: SchemaAnswer | None = Field(alias="schema")
-    grant: GrantAnswer | None
-    merge: MergeAnswer | None
-    signals: list[SignalAnswer]
-    exits: list[ExitAnswer]
-    count: int
-    run_id: str | None
-    key: KeyAnswer | None
-    signed_by: str | None
-    rules: int
-    command_sha256: str
-    prev_hash: str
 
 
 class VersionedDecisionAnswer(DecisionAnswer):
