@@ -42,6 +42,7 @@ from claimgraph.core.model import (
     SchemaRecord,
     Signal,
 )
+from claimgraph.service.traces import RunSummary
 
 __all__ = [
     "QUERY_ANSWERS",
@@ -108,15 +109,17 @@ def _answer_of(
     name: str,
     types: dict[str, Any] | None = None,
     doc: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> type[BaseModel]:
     """The answer model of one of the core's records (a TypedDict of
     :mod:`claimgraph.core.model`): its fields and their types, read from the record itself,
     so a field added there is in the answer's model too. A nested record is its own answer
     model; bytes are hex text (as JSON carries them); ``types`` narrows a field to the
-    values the core declares elsewhere (a decision's kind), ``doc`` describes one."""
+    values the core declares elsewhere (a decision's kind), ``doc`` describes one, ``extra``
+    adds what the record's ``as_dict`` adds (a property)."""
     types, doc = types or {}, doc or {}
     fields: dict[str, Any] = {}
-    for key, hint in get_type_hints(record).items():
+    for key, hint in {**get_type_hints(record), **(extra or {})}.items():
         t = types.get(key, _json_type(hint))
         if key in doc:
             t = Annotated[t, Field(description=doc[key])]
@@ -513,19 +516,10 @@ class RunEndAnswer(BaseModel):
     status: str
 
 
-class RunSummaryAnswer(BaseModel):
-    run_id: str
-    agent: str
-    task: str
-    pinned_version: int
-    snapshot_id: str | None
-    started: int
-    ended: int | None
-    status: str | None
-    reads: int
-    writes: int
-    tools: int
-    live: bool
+if TYPE_CHECKING:
+    RunSummaryAnswer = BaseModel
+else:
+    RunSummaryAnswer = _answer_of(RunSummary, "RunSummaryAnswer", extra={"live": bool})
 
 
 class RunsAnswer(BaseModel):
