@@ -152,6 +152,16 @@ def _edge(positional: bool = True) -> tuple[Param, ...]:
 _HOPS = Domain(Kind.INT, lo=1, hi=QUERY_LIMITS["max_hops"], note="(edges)")
 _LIMIT = Domain(Kind.INT, lo=1, hi=QUERY_LIMITS["limit"], note="(results)")
 _TYPES = Domain(Kind.LIST, 64, item=_ID, nullable=True)
+# a walk's own parameters (paths, reach): which edges it follows, and which way
+_FOLLOW = _p(
+    "edge_types",
+    _TYPES,
+    None,
+    "Follow only this edge type (repeatable).",
+    http="edge_type",
+    cli="--type",
+)
+_WALK = _p("direction", _dir("out", "in", "both"), "out", "Walk forward, back or both.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,15 +307,8 @@ _SPECS = (
             _p("src", _NODE, doc="Where paths start, 'type:id'.", node=True, positional=True),
             _p("dst", _NODE, doc="Where paths end, 'type:id'.", node=True, positional=True),
             _p("max_hops", _HOPS, 3, "At most this many edges per path."),
-            _p(
-                "edge_types",
-                _TYPES,
-                None,
-                "Follow only this edge type (repeatable).",
-                http="edge_type",
-                cli="--type",
-            ),
-            _p("direction", _dir("out", "in", "both"), "out", "Walk forward, back or both."),
+            _FOLLOW,
+            _WALK,
             _p("limit", _LIMIT, 100, "At most this many paths."),
         ),
         "PathsResult",
@@ -323,16 +326,9 @@ _SPECS = (
         "Every node within max_hops of a node at a version, nearest first.",
         (
             _p("node", _NODE, doc="Where the walk starts, 'type:id'.", node=True, positional=True),
-            _p("direction", _dir("out", "in", "both"), "out", "Walk forward, back or both."),
+            _WALK,
             _p("max_hops", _HOPS, 2, "At most this many edges away."),
-            _p(
-                "edge_types",
-                _TYPES,
-                None,
-                "Follow only this edge type (repeatable).",
-                http="edge_type",
-                cli="--type",
-            ),
+            _FOLLOW,
             _p("limit", _LIMIT, 100, "At most this many nodes."),
         ),
         "ReachResult",
