@@ -120,7 +120,7 @@ def _other(p: Param) -> str:
 def _parameter(p: Param, optional: bool) -> inspect.Parameter:
     """One catalogued parameter as a typer argument or option."""
     P = inspect.Parameter
-    d, help_ = p.domain, _help(p)
+    help_ = _help(p)
     if p.required:
         if optional:
             meta = f"[{p.name.upper()}]"
@@ -129,21 +129,29 @@ def _parameter(p: Param, optional: bool) -> inspect.Parameter:
         name = p.name if p.py else None  # its name, not its Python keyword
         t = Annotated[str, typer.Argument(help=help_, metavar=name)]
         return P(p.keyword, P.POSITIONAL_OR_KEYWORD, annotation=t)
-    default: Any = p.default
     if p.switch:
         t, default = Annotated[bool, typer.Option(flag(p), help=help_)], False
-    elif d.kind is Kind.BOOL:
-        t = Annotated[bool, typer.Option(flag(p), help=help_)]
-    elif d.kind is Kind.LIST:
-        t = Annotated[list[str] | None, typer.Option(flag(p), help=help_)]
-    elif p.time:
-        t = Annotated[str | None, typer.Option(flag(p), help=help_)]
     else:
-        base: Any = {Kind.INT: int, Kind.TIME: int, Kind.FLOAT: float}.get(d.kind, str)
-        if default is None:
-            base = base | None
-        t = Annotated[base, typer.Option(flag(p), help=help_)]
+        t, default = _option(p, help_, p.default)
     return P(p.keyword, P.POSITIONAL_OR_KEYWORD, default=default, annotation=t)
+
+
+def _option(p: Param, help_: str, value: Any) -> tuple[Any, Any]:
+    """A parameter as an option: its typer annotation and default, for the default ``value``
+    (``...``: a required option). A list or a map is repeatable text, a time or bytes text
+    that :func:`cli_value` converts, a bool a flag, a number its type."""
+    d, names = p.domain, flags(p)
+    if d.kind is Kind.BOOL:
+        return Annotated[bool, typer.Option(*names, help=help_)], value
+    if d.kind in (Kind.LIST, Kind.MAP):
+        return Annotated[list[str] | None, typer.Option(*names, help=help_)], None
+    if d.kind in (Kind.TIME, Kind.BYTES) or p.time:
+        text: Any = str if value is ... else str | None
+        return Annotated[text, typer.Option(*names, help=help_)], value if value is ... else None
+    base: Any = {Kind.INT: int, Kind.TIME: int, Kind.FLOAT: float}.get(d.kind, str)
+    if value is None:
+        base = base | None
+    return Annotated[base, typer.Option(*names, help=help_)], value
 
 
 def cli_value(p: Param, value: Any) -> Any:
@@ -225,7 +233,7 @@ IdOpt = Annotated[
 def _write_parameter(p: Param, default: object, many: bool) -> list[inspect.Parameter]:
     """One write parameter as a typer argument or option (two for a ``cli_none`` one)."""
     P = inspect.Parameter
-    d, help_, names = p.domain, _help(p), flags(p)
+    help_, names = _help(p), flags(p)
     required = p.required and default is _UNSET
     if required and p.positional and not p.cli:
         meta = p.name if p.py else None
@@ -243,19 +251,7 @@ def _write_parameter(p: Param, default: object, many: bool) -> list[inspect.Para
     value: Any = ... if required else (p.default if default is _UNSET else default)
     if value is AGENT:
         help_, value = help_ + " (default: the --agent)", None
-    if d.kind in (Kind.LIST, Kind.MAP):
-        t, value = Annotated[list[str] | None, typer.Option(*names, help=help_)], None
-    elif d.kind in (Kind.TIME, Kind.BYTES) or p.time:
-        text: Any = str if value is ... else str | None
-        t, value = (
-            Annotated[text, typer.Option(*names, help=help_)],
-            value if value is ... else None,
-        )
-    else:
-        base: Any = {Kind.INT: int, Kind.FLOAT: float}.get(d.kind, str)
-        if value is None:
-            base = base | None
-        t = Annotated[base, typer.Option(*names, help=help_)]
+    t, value = _option(p, help_, value)
     if value is ...:
         return [P(p.keyword, P.KEYWORD_ONLY, annotation=t)]
     return [P(p.keyword, P.KEYWORD_ONLY, default=value, annotation=t)]
