@@ -70,7 +70,6 @@ __all__ = [
     "build_server",
     "offered",
     "reason_of",
-    "schema_types",
     "shaped",
 ]
 
@@ -329,8 +328,7 @@ def build_server(session_of: SessionOf, *, name: str = "claimgraph", **settings:
         tools = [t for t in await FastMCP.list_tools(mcp) if offered(t.name, who, schema)]
         if schema is None:
             return tools
-        types = sorted(schema.edge_types), sorted(schema.node_types)
-        return [t.model_copy(update={"inputSchema": shaped(t.inputSchema, *types)}) for t in tools]
+        return [t.model_copy(update={"inputSchema": shaped(t.inputSchema, schema)}) for t in tools]
 
     mcp._mcp_server.list_tools()(list_tools)  # type: ignore[no-untyped-call]  # per session
     return mcp
@@ -345,13 +343,6 @@ def schema_in_force(session: AgentSession) -> GraphSchema | None:
     return _parsed(row["document"], row.get("source") or "<schema>")
 
 
-def schema_types(session: AgentSession) -> tuple[list[str], list[str]] | None:
-    """(edge types, node types) of the schema in force at the session's version (None: no
-    schema yet)."""
-    s = schema_in_force(session)
-    return None if s is None else (sorted(s.edge_types), sorted(s.node_types))
-
-
 @functools.lru_cache(maxsize=8)
 def _parsed(document: str, source: str) -> GraphSchema:
     from claimgraph.core.schema import parse_schema
@@ -362,11 +353,12 @@ def _parsed(document: str, source: str) -> GraphSchema:
 _NODE_ARGS = frozenset({"subject", "object", "node", "src", "dst"})
 
 
-def shaped(schema: dict[str, Any], edge_types: list[str], node_types: list[str]) -> dict[str, Any]:
+def shaped(schema: dict[str, Any], graph: GraphSchema) -> dict[str, Any]:
     """A tool's input schema with the graph schema's types in it: an ``edge_type`` is one of
     the edge types (an enum), an ``edge_types`` list's items too, and a node argument
     (``subject``, ``object``, ``node``, ``src``, ``dst``) starts with one of the node types.
     The governor still decides every write (a stale list is a recorded rejection)."""
+    edge_types, node_types = sorted(graph.edge_types), sorted(graph.node_types)
     prefix = "^(" + "|".join(re.escape(t) for t in node_types) + "):." if node_types else None
 
     def strings(s: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -39,12 +39,11 @@ def mcp_tools(
 
     async def go() -> list[dict[str, Any]]:
         tools = await build_server(_no_session).list_tools()
-        types = None if schema is None else (sorted(schema.edge_types), sorted(schema.node_types))
         return [
             {
                 "name": t.name,
                 "description": t.description or "",
-                "input_schema": t.inputSchema if types is None else shaped(t.inputSchema, *types),
+                "input_schema": t.inputSchema if schema is None else shaped(t.inputSchema, schema),
             }
             for t in tools
             if offered(t.name, principal, schema)
